@@ -1,0 +1,1 @@
+"""Evaluation: suites, answer grading with math-verify, Avg@K and the evaluation runner."""

@@ -1,0 +1,1 @@
+"""GR-OPD: group-relative sequence credit for on-policy distillation (reference implementation)."""

@@ -1,0 +1,125 @@
+"""Grids: a named set of runs (a cartesian `matrix` and/or explicit `include` entries, plus
+`set` rules), expanded to editable per-run YAML files under experiments/runs/<profile>/.
+
+A run id is readable: `<grid>__<pairing>__<method>[-<leaf><value>...][__seed<N>]` for training
+runs and `<grid>__<model>-<mode>[__seed<N>]` for evaluation-only runs, e.g.
+`table1__I4nothink-I1.7nothink__gropd`, `gamma__I32nothink-I1.7nothink__gropd-lam0.2-gamma1`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gropd.atomic import atomic_write_text
+from gropd.config.errors import ConfigError
+from gropd.config.layering import dotted_to_nested, read_yaml
+
+GRID_KEYS = {"name", "kind", "seeds", "matrix", "include", "set", "description"}
+IDENTITY_KEYS = ("pairing", "method", "model", "mode")
+HEADER = "# generated from experiments/grids/{grid}.yaml; edit freely (an edited file is kept). body-sha256: {digest}\n"
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """One run of a grid: its id and the values the grid sets (flat dotted keys)."""
+
+    run_id: str
+    values: dict[str, Any]
+
+
+def grid_names(experiments_dir: Path) -> list[str]:
+    return sorted(path.stem for path in (experiments_dir / "grids").glob("*.yaml"))
+
+
+def load_grid(name: str, experiments_dir: Path) -> dict[str, Any]:
+    """Read grids/<name>.yaml, rejecting unknown keys; an unknown grid lists the valid ones."""
+    path = experiments_dir / "grids" / f"{name}.yaml"
+    if not path.exists():
+        raise ConfigError(str(path), "", f"no grid named {name!r}", f"one of {', '.join(grid_names(experiments_dir))}")
+    grid = read_yaml(path)
+    unknown = set(grid) - GRID_KEYS
+    if unknown:
+        raise ConfigError(str(path), sorted(unknown)[0], "unknown key", f"one of {', '.join(sorted(GRID_KEYS))}")
+    if grid.get("name") != name:
+        raise ConfigError(str(path), "name", f"{grid.get('name')!r}", f"{name!r} (the file's name)")
+    if grid.get("kind", "train") not in ("train", "eval"):
+        raise ConfigError(str(path), "kind", f"{grid.get('kind')!r}", "train or eval")
+    seeds = grid.get("seeds", [0])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
+        raise ConfigError(str(path), "seeds", f"{seeds!r}", "a non-empty list of integers")
+    return grid
+
+
+def expand_grid(grid: dict[str, Any], seeds: list[int] | None = None) -> list[RunEntry]:
+    """The grid's runs: matrix product, then include entries, `set` rules applied, times seeds."""
+    matrix = grid.get("matrix") or {}
+    combos = (
+        [dict(zip(matrix, values, strict=True)) for values in itertools.product(*matrix.values())] if matrix else []
+    )
+    combos += [dict(entry) for entry in grid.get("include") or []]
+    kind = grid.get("kind", "train")
+    entries: list[RunEntry] = []
+    for combo in combos:
+        values = {"kind": kind, "grid": grid["name"], **combo}
+        for rule in grid.get("set") or []:
+            if all(combo.get(key) == want for key, want in rule["when"].items()):
+                values.update(_flatten(rule["values"]))
+        for seed in seeds if seeds is not None else grid.get("seeds", [0]):
+            run_id = _run_id(grid["name"], kind, combo, seed)
+            entries.append(RunEntry(run_id=run_id, values={**values, "seed": seed, "run_id": run_id}))
+    ids = [entry.run_id for entry in entries]
+    duplicates = sorted({run_id for run_id in ids if ids.count(run_id) > 1})
+    if duplicates:
+        raise ConfigError(f"experiments/grids/{grid['name']}.yaml", "", f"expands to duplicate run ids {duplicates}")
+    return entries
+
+
+def _flatten(nested: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in nested.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _run_id(grid: str, kind: str, combo: dict[str, Any], seed: int) -> str:
+    extras = "".join(f"-{key.split('.')[-1]}{_fmt(value)}" for key, value in combo.items() if key not in IDENTITY_KEYS)
+    if kind == "eval":
+        parts = [grid, f"{combo.get('model')}-{combo.get('mode')}{extras}"]
+    else:
+        parts = [grid, str(combo.get("pairing")), f"{combo.get('method')}{extras}"]
+    if seed:
+        parts.append(f"seed{seed}")
+    return "__".join(parts)
+
+
+def run_file_body(entry: RunEntry) -> str:
+    return yaml.safe_dump(dotted_to_nested(entry.values), sort_keys=False)
+
+
+def write_run_file(entry: RunEntry, runs_dir: Path) -> tuple[Path, str]:
+    """Write runs_dir/<run_id>.yaml; returns (path, "written" | "unchanged" | "kept edited")."""
+    path = runs_dir / f"{entry.run_id}.yaml"
+    body = run_file_body(entry)
+    digest = hashlib.sha256(body.encode()).hexdigest()[:16]
+    if path.exists():
+        header, _, old_body = path.read_text().partition("\n")
+        old_digest = header.rsplit("body-sha256: ", 1)[-1].strip()
+        if hashlib.sha256(old_body.encode()).hexdigest()[:16] != old_digest:
+            return path, "kept edited"
+        if old_digest == digest:
+            return path, "unchanged"
+    atomic_write_text(path, HEADER.format(grid=entry.values["grid"], digest=digest) + body)
+    return path, "written"

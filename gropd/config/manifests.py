@@ -1,0 +1,107 @@
+"""The manifests under experiments/: models, pairings and suites, checked against each other.
+
+models.yaml and suites.yaml have one section per profile; pairings.yaml is shared by
+both profiles (a pairing names model labels, each profile says what a label is).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gropd.config.errors import ConfigError
+from gropd.config.layering import read_yaml
+
+MODES = ("default", "think", "nothink")
+SHORT_REVISION = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+@dataclass(frozen=True)
+class Manifests:
+    """Parsed manifests. models/suites: profile -> key -> record; pairings: name -> record."""
+
+    root: Path
+    models: dict[str, dict[str, dict[str, Any]]]
+    pairings: dict[str, dict[str, Any]]
+    suites: dict[str, dict[str, dict[str, Any]]]
+
+    @property
+    def profiles(self) -> list[str]:
+        return sorted(path.stem for path in (self.root / "profiles").glob("*.yaml"))
+
+    def model(self, profile: str, label: str) -> dict[str, Any]:
+        return self.models[profile][label]
+
+
+def load_manifests(root: Path = Path("experiments")) -> Manifests:
+    """Read and cross-check models.yaml, pairings.yaml and suites.yaml under `root`."""
+    models = read_yaml(root / "models.yaml")
+    pairings = read_yaml(root / "pairings.yaml")
+    suites = read_yaml(root / "suites.yaml")
+    for profile, section in models.items():
+        for label, record in _mapping(section, root / "models.yaml", profile).items():
+            _check_model(record, root / "models.yaml", f"{profile}.{label}")
+    for profile, section in suites.items():
+        for key, record in _mapping(section, root / "suites.yaml", profile).items():
+            _check_suite(record, root / "suites.yaml", f"{profile}.{key}")
+    manifests = Manifests(root=root, models=models, pairings=pairings, suites=suites)
+    for name, record in pairings.items():
+        _check_pairing(manifests, name, record, root / "pairings.yaml")
+    return manifests
+
+
+def _mapping(value: Any, file: Path, key: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(str(file), key, f"is {type(value).__name__}", "a mapping")
+    return value
+
+
+def _check_model(record: Any, file: Path, key: str) -> None:
+    record = _mapping(record, file, key)
+    source = _mapping(record.get("source"), file, f"{key}.source")
+    if source.get("kind") == "hub":
+        revision = source.get("revision")
+        if not revision:
+            raise ConfigError(str(file), f"{key}.source.revision", "missing", "a commit id (short or full)")
+        if not SHORT_REVISION.match(str(revision)):
+            raise ConfigError(
+                str(file), f"{key}.source.revision", f"{revision!r} is not a commit id", "7-40 lowercase hex digits"
+            )
+    elif source.get("kind") not in ("tiny", "local"):
+        raise ConfigError(str(file), f"{key}.source.kind", f"{source.get('kind')!r}", "one of hub, tiny, local")
+    modes = record.get("modes")
+    if not isinstance(modes, list) or not modes or any(mode not in MODES for mode in modes):
+        raise ConfigError(str(file), f"{key}.modes", f"{modes!r}", f"a non-empty list of {', '.join(MODES)}")
+
+
+def _check_suite(record: Any, file: Path, key: str) -> None:
+    record = _mapping(record, file, key)
+    k = record.get("k")
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ConfigError(str(file), f"{key}.k", f"{k!r}", "an integer K >= 1")
+
+
+def _check_pairing(manifests: Manifests, name: str, record: Any, file: Path) -> None:
+    record = _mapping(record, file, name)
+    for role in ("teacher", "student"):
+        side = _mapping(record.get(role), file, f"{name}.{role}")
+        for profile, section in manifests.models.items():
+            if side.get("model") not in section:
+                raise ConfigError(
+                    str(file),
+                    f"{name}.{role}.model",
+                    f"{side.get('model')!r} is not a model of profile {profile!r}",
+                    f"one of {', '.join(sorted(section))}",
+                )
+            modes = section[side["model"]]["modes"]
+            if side.get("mode") not in modes:
+                raise ConfigError(
+                    str(file),
+                    f"{name}.{role}.mode",
+                    f"{side.get('mode')!r} is not a mode of {side['model']}",
+                    f"one of {', '.join(modes)}",
+                )
+    if record.get("teacher_render", "own") not in ("own", "student"):
+        raise ConfigError(str(file), f"{name}.teacher_render", f"{record.get('teacher_render')!r}", "own or student")

@@ -1,0 +1,134 @@
+"""Resolve one run: layer train.yaml <- profile <- run file <- overrides, validate, hash.
+
+`resolve_run` is the only way a run's configuration is made; its result is what a run
+saves beside its outputs (config.yaml) together with `config_hash`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from gropd.config.errors import ConfigError
+from gropd.config.layering import Origins, merge, origin_of, parse_overrides, read_yaml
+from gropd.config.manifests import Manifests
+from gropd.config.schema import RunConfig
+
+
+def resolve_run(
+    run_file: Path | None,
+    profile: str,
+    manifests: Manifests,
+    overrides: list[str] | None = None,
+    entry_values: dict[str, Any] | None = None,
+) -> RunConfig:
+    """The run's resolved config; ConfigError naming the file and key path on any bad input."""
+    root = manifests.root
+    if profile not in manifests.profiles:
+        raise ConfigError(
+            "command line", "--profile", f"{profile!r} is not a profile", f"one of {', '.join(manifests.profiles)}"
+        )
+    values: dict[str, Any] = {}
+    origins: Origins = {}
+    merge(values, read_yaml(root / "train.yaml"), str(root / "train.yaml"), origins)
+    merge(values, read_yaml(root / "profiles" / f"{profile}.yaml"), str(root / "profiles" / f"{profile}.yaml"), origins)
+    if entry_values is not None:
+        merge(values, entry_values, "grid entry", origins)
+    if run_file is not None:
+        merge(values, read_yaml(run_file), str(run_file), origins)
+    merge(values, parse_overrides(overrides or []), "command line", origins)
+    if values.get("profile") != profile:
+        raise ConfigError(origin_of(origins, "profile"), "profile", f"{values.get('profile')!r}", repr(profile))
+    try:
+        config = RunConfig.model_validate(values)
+    except ValidationError as err:
+        raise _config_error(err, origins) from None
+    check_against_manifests(config, manifests, origins)
+    return config
+
+
+def _config_error(err: ValidationError, origins: Origins) -> ConfigError:
+    first = err.errors()[0]
+    key = ".".join(str(part) for part in first["loc"])
+    if first["type"] == "extra_forbidden":
+        parent = _model_at(RunConfig, first["loc"][:-1])
+        valid = ", ".join(parent.model_fields) if parent else "a known key"
+        return ConfigError(origin_of(origins, key), key, "unknown key", f"one of {valid}")
+    if first["type"] == "missing":
+        return ConfigError(origin_of(origins, key.rsplit(".", 1)[0]), key, "missing", "a value")
+    return ConfigError(origin_of(origins, key), key, f"{first['msg']} (got {first.get('input')!r})")
+
+
+def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        annotation = getattr(field, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return model
+
+
+def check_against_manifests(config: RunConfig, manifests: Manifests, origins: Origins) -> None:
+    """Cross-file checks: the pairing, model, mode and suites exist; GR-OPD has G >= 2."""
+    where = lambda key: origin_of(origins, key)  # noqa: E731
+    profile_models = manifests.models.get(config.profile, {})
+    profile_suites = manifests.suites.get(config.profile, {})
+    if config.kind == "train":
+        for key in ("pairing", "method"):
+            if getattr(config, key) is None:
+                raise ConfigError(where(key), key, "missing for a train run", "a value")
+        if config.pairing not in manifests.pairings:
+            raise ConfigError(
+                where("pairing"),
+                "pairing",
+                f"{config.pairing!r} does not exist",
+                f"one of {', '.join(manifests.pairings)}",
+            )
+        if config.method == "gropd" and config.train.group_size < 2:
+            raise ConfigError(
+                where("train.group_size"),
+                "train.group_size",
+                f"G = {config.train.group_size}",
+                "G >= 2 for GR-OPD (group statistics need at least two responses)",
+            )
+    else:
+        if config.model not in profile_models:
+            raise ConfigError(
+                where("model"),
+                "model",
+                f"{config.model!r} is not a model of profile {config.profile!r}",
+                f"one of {', '.join(profile_models)}",
+            )
+        if config.mode not in profile_models[config.model]["modes"]:
+            raise ConfigError(
+                where("mode"),
+                "mode",
+                f"{config.mode!r} is not a mode of {config.model}",
+                f"one of {', '.join(profile_models[config.model]['modes'])}",
+            )
+    for key, names in (("eval.suites", config.eval.suites or []), ("eval.k", list(config.eval.k))):
+        for name in names:
+            if name not in profile_suites:
+                raise ConfigError(
+                    where(key),
+                    key,
+                    f"suite {name!r} does not exist in profile {config.profile!r}",
+                    f"one of {', '.join(profile_suites)}",
+                )
+
+
+def config_hash(config: RunConfig) -> str:
+    """sha256 of the canonical JSON of the resolved config (first 16 hex digits)."""
+    canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def config_yaml(config: RunConfig) -> str:
+    """The resolved config as YAML, as saved beside a run's results."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,146 @@
+"""The typed, frozen form of one run's configuration; unknown keys are rejected.
+
+Cross-file checks (does the pairing exist, is the model pinned) live in
+`gropd.config.resolve`, which knows the manifests.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class OptimizerSettings(Strict):
+    name: Literal["adamw"] = "adamw"
+    lr: float = Field(gt=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = Field(ge=0, default=0.0)
+    eps: float = Field(gt=0, default=1e-8)
+
+
+class ScheduleSettings(Strict):
+    name: Literal["constant", "cosine"] = "constant"
+    warmup_steps: int = Field(ge=0, default=0)
+
+
+class PromptPool(Strict):
+    split: str = "train"
+    source: dict[str, Any] = Field(default_factory=dict)
+
+
+class TrainSettings(Strict):
+    """Table 3 and the update's knobs. minibatch_responses = per_device_batch x grad_accum x replicas."""
+
+    prompts_per_batch: int = Field(ge=1)
+    group_size: int = Field(ge=1)
+    per_device_batch: int = Field(ge=1)
+    grad_accum: int = Field(ge=1)
+    replicas: int = Field(ge=1)
+    minibatch_responses: int = Field(ge=1)
+    steps: int = Field(ge=1)
+    optimizer: OptimizerSettings
+    schedule: ScheduleSettings = ScheduleSettings()
+    max_grad_norm: float = Field(gt=0)
+    clip_low: float = Field(gt=0, lt=1)
+    clip_high: float = Field(gt=0)
+    agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
+    checkpoint_every: int = Field(ge=1)
+    keep_checkpoints: int = Field(ge=1, default=2)
+    prompts: PromptPool = PromptPool()
+
+    @model_validator(mode="after")
+    def _table3_arithmetic(self) -> TrainSettings:
+        per_step = self.per_device_batch * self.grad_accum * self.replicas
+        if per_step != self.minibatch_responses:
+            raise ValueError(
+                f"minibatch_responses={self.minibatch_responses} must equal per_device_batch x grad_accum x "
+                f"replicas = {self.per_device_batch} x {self.grad_accum} x {self.replicas} = {per_step}"
+            )
+        rollout = self.prompts_per_batch * self.group_size
+        if rollout % self.minibatch_responses:
+            raise ValueError(
+                f"a rollout batch of prompts_per_batch x group_size = {rollout} responses must split into whole "
+                f"minibatches of minibatch_responses={self.minibatch_responses}"
+            )
+        return self
+
+
+class SamplingBlock(Strict):
+    temperature: float = Field(gt=0)
+    top_p: float = Field(gt=0, le=1)
+    max_new_tokens: int = Field(ge=1)
+
+
+class GROPDSettings(Strict):
+    """γ, λ, ε and the σ convention of A_i = ((S_i − μ) + λμ) / (σ + ε)."""
+
+    gamma: float = Field(gt=0, le=1)
+    lam: float = Field(ge=0)
+    eps: float = Field(gt=0)
+    std: Literal["unbiased", "population"] = "unbiased"
+    sigma_floor: float = Field(ge=0)
+    degenerate: Literal["zero", "keep"] = "zero"
+
+
+class OPDSettings(Strict):
+    """Vanilla OPD has no parameters: A_{i,t} = f_{i,t}."""
+
+
+class CollapseRule(Strict):
+    reward_window: int = Field(ge=1)
+    reward_fraction: float = Field(ge=0, le=1)
+    reward_patience: int = Field(ge=1)
+    len_cap_fraction: float = Field(gt=0, le=1)
+    len_cap_patience: int = Field(ge=1)
+
+
+class EvalSettings(Strict):
+    questions: int | None = Field(default=None, ge=1)
+    batch_prompts: int = Field(ge=1)
+    seed: int = 0
+    suites: list[str] | None = None
+    k: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+    sampling: dict[Literal["default", "think", "nothink"], SamplingBlock]
+
+
+class PromptSettings(Strict):
+    instruction: str
+
+
+class BackendSettings(Strict):
+    rollout: Literal["hf", "vllm"]
+    teacher: Literal["hf", "vllm", "server"]
+    teacher_url: str | None = None
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
+    threads: int | None = Field(default=None, ge=1)
+    tensor_parallel: int = Field(ge=1, default=1)
+    gradient_checkpointing: bool = False
+
+
+class RunConfig(Strict):
+    """One run, resolved from every layer. kind=train needs pairing+method; kind=eval needs model+mode
+    (checked with the manifests in `gropd.config.resolve`)."""
+
+    run_id: str
+    profile: str
+    kind: Literal["train", "eval"] = "train"
+    grid: str | None = None
+    seed: int = 0
+    pairing: str | None = None
+    method: Literal["gropd", "opd"] | None = None
+    model: str | None = None
+    mode: Literal["default", "think", "nothink"] | None = None
+    train: TrainSettings
+    sampling: SamplingBlock
+    gropd: GROPDSettings
+    opd: OPDSettings = OPDSettings()
+    collapse: CollapseRule
+    eval: EvalSettings
+    prompt: PromptSettings
+    backend: BackendSettings

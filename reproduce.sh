@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# GR-OPD reproduction: the paper's procedure, top to bottom.
+#
+#   ./reproduce.sh TARGET [--profile tiny|paper] [--seeds N] [--full] [--dry-run] [--from-results] [--force] [key.path=value ...]
+#
+# Targets
+#   table1   train + evaluate the 5 pairings x {GR-OPD, vanilla OPD}, then write Table 1
+#   table2   the λ sweep at γ = .99, then Table 2 (pressure proxies)
+#   fig3     the λ and γ sweeps, then Figure 3 (training dynamics)
+#   fig4     the γ sweep on I32nothink→I1.7nothink, then Figure 4 (length, reward, correlations)
+#   table6   evaluate the pre-OPD reference models, then Table 6
+#   tables   Tables 3–6 (3–5 straight from the manifests, 6 after its evaluations)
+#   all      every run and every artefact
+#   runs     list every run of every grid with its state (finished, resumable, new, …)
+#   pin      resolve the paper's short revisions into experiments/lock.yaml (needs the Hub)
+#   world    build the tiny world (tokenizer, arithmetic suites, SFT teachers and students)
+#   test     run the test suite
+#
+# Without --profile: paper when CUDA is present, tiny otherwise (it says which and why).
+# --from-results rebuilds artefacts from results/ without running anything.
+# --full (tiny profile) evaluates every question (500 per suite) instead of the fast 50.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+
+# --- 1. environment: a local .venv with pinned requirements, made on first use ----------
+ensure_venv() {
+  local stamp=.venv/.requirements.sha256 want
+  want=$(cat requirements.txt $( [ -f .venv/.gpu ] && echo requirements-gpu.txt ) | sha256sum | cut -c1-64)
+  if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "setting up .venv (pinned requirements; first run only)" >&2
+    python3.11 -m venv .venv 2>/dev/null || python3 -m venv .venv
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -r requirements.txt
+    if command -v nvidia-smi >/dev/null 2>&1 && [ -f requirements-gpu.txt ]; then
+      echo "CUDA machine: installing the GPU extra (vLLM)" >&2
+      .venv/bin/python -m pip install -q -r requirements-gpu.txt && touch .venv/.gpu
+    fi
+    cat requirements.txt $( [ -f .venv/.gpu ] && echo requirements-gpu.txt ) | sha256sum | cut -c1-64 > "$stamp"
+  fi
+}
+
+[ $# -ge 1 ] || { usage; exit 2; }
+case "$1" in -h|--help|help) usage; exit 0;; esac
+target=$1; shift
+profile=""; seeds=""; dry=""; from_results=""; force=""; passthrough=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --profile) profile=$2; shift 2;;
+    --profile=*) profile=${1#*=}; shift;;
+    --seeds) seeds=$2; shift 2;;
+    --full) passthrough+=("eval.questions=null"); shift;;
+    --dry-run) dry=--dry-run; shift;;
+    --from-results) from_results=1; shift;;
+    --force) force=--force; shift;;
+    -h|--help) usage; exit 0;;
+    *) passthrough+=("$1"); shift;;
+  esac
+done
+
+ensure_venv
+export PYTHONUNBUFFERED=1
+py() { .venv/bin/python "$@"; }
+if [ -z "$profile" ] && [[ "$target" != test && "$target" != pin ]]; then
+  profile=$(py -c "import torch; print('paper' if torch.cuda.is_available() else 'tiny')")
+  if [ "$profile" = tiny ]; then why="no CUDA device found"; else why="CUDA is available"; fi
+  echo "profile: $profile ($why; pass --profile to choose)" >&2
+fi
+gropd() { py -m gropd.cli "$@"; }
+
+# --- 2. runs: train (GR-OPD or vanilla OPD) and evaluate every run the target needs ------
+run_grids() {
+  [ -n "$from_results" ] && return 0
+  gropd grid "$@" --profile "$profile" ${seeds:+--seeds "$seeds"} $dry $force "${passthrough[@]}"
+}
+# --- 3. reports: rebuilt from results/ alone -------------------------------------------
+report() { [ -n "$dry" ] || gropd report "$@" --profile "$profile"; }
+
+case "$target" in
+  table1) run_grids table1; report table1;;
+  table2) run_grids lambda; report table2;;
+  fig3)   run_grids lambda gamma; report fig3;;
+  fig4)   run_grids gamma; report fig4;;
+  table6) run_grids table6; report table6;;
+  tables) run_grids table6; report table3 table4 table5 table6;;
+  all)    run_grids table6 table1 lambda gamma
+          report table1 table2 fig3 fig4 table3 table4 table5 table6;;
+  runs)   gropd runs --profile "$profile" ${seeds:+--seeds "$seeds"};;
+  pin)    gropd pin --profile "${profile:-paper}";;
+  world)  gropd world;;
+  test)   py -m pytest -q "${passthrough[@]}";;
+  *) echo "unknown target '$target'" >&2; usage; exit 2;;
+esac
