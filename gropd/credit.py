@@ -1,0 +1,270 @@
+"""Credit assignment for on-policy distillation: vanilla OPD and GR-OPD (DESIGN.md §1).
+
+Symbols follow the paper. For response `i` of a prompt's group of `G` and its
+response token `t` (counted from 1 at the first response token), with prefix
+`h_{i,t} = (x, y_{i,<t})`:
+
+    token feedback     f_{i,t} = log π_T(y_{i,t} | h_{i,t}) − log π_S,old(y_{i,t} | h_{i,t})
+    vanilla OPD        A_{i,t} = f_{i,t}
+    trajectory score   S_i = Σ_{t=1..T_i} γ^(t−1) f_{i,t}
+    group statistics   μ = mean_i S_i,   σ = std_i S_i
+    calibrated credit  A_i = ((S_i − μ) + λ·μ) / (σ + ε)
+    broadcast          A_{i,t} = A_i for every response token of response i
+
+Shapes: `B` rows (responses), `T` token positions, `G` = `group_size`. Rows are
+grouped in consecutive blocks of `G` (row `g*G + j` is response `j` of prompt `g`).
+`mask` is `[B, T]`, 1 (or True) on response tokens and 0 on prompt and padding,
+with padding on either side. Nothing here loops over tokens; everything runs on
+whatever device the inputs live on.
+
+Deviation from the paper (which does not discuss it): a *degenerate* group, whose
+σ is below `sigma_floor` (identical responses) or undefined (G = 1 with the
+Bessel-corrected std), has no relative signal. By default its advantages are 0
+and it is reported by `degenerate_groups`; the rule is chosen by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+STD_CONVENTIONS = ("unbiased", "population")
+
+
+def token_feedback(
+    teacher_logprobs: torch.Tensor, student_logprobs: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """`f_{i,t} = log π_T(y_{i,t}|h_{i,t}) − log π_S,old(y_{i,t}|h_{i,t})`, `[B, T]`.
+
+    Exactly 0 where `mask` is 0, even if the log-probs there are -inf or NaN.
+    Detached: no gradient flows through the feedback.
+    """
+    diff = teacher_logprobs.detach() - student_logprobs.detach()
+    return torch.where(mask.bool(), diff, torch.zeros_like(diff))
+
+
+def trajectory_scores(f: torch.Tensor, mask: torch.Tensor, gamma: float) -> torch.Tensor:
+    """`S_i = Σ_{t=1..T_i} γ^(t−1) f_{i,t}`, `[B]`.
+
+    `t` counts the response's own tokens (mask = 1) from 1, so the same response
+    gets the same score under left padding, right padding or none. `γ ∈ (0, 1]`;
+    `γ = 1` is the raw sum.
+    """
+    if not 0.0 < gamma <= 1.0:
+        raise ValueError(f"gamma must lie in (0, 1], got {gamma}")
+    keep = mask.bool()
+    position = torch.cumsum(keep.to(torch.long), dim=1) - 1  # t − 1 on response tokens
+    discount = torch.pow(torch.tensor(gamma, dtype=f.dtype, device=f.device), position.to(f.dtype))
+    return torch.where(keep, discount * f, torch.zeros_like(f)).sum(dim=1)
+
+
+def _check_grouping(S: torch.Tensor, group_size: int) -> int:
+    """Validate that `S` is `[B]` with `B` divisible by `group_size`; return `B // G`."""
+    if S.dim() != 1:
+        raise ValueError(f"trajectory scores must be 1-D [B], got shape {tuple(S.shape)}")
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    if S.shape[0] % group_size != 0:
+        raise ValueError(
+            f"batch size B={S.shape[0]} is not divisible by group_size={group_size}; "
+            "rows must come in consecutive blocks of G responses per prompt"
+        )
+    return S.shape[0] // group_size
+
+
+def group_stats(S: torch.Tensor, group_size: int, std: str = "unbiased") -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-group mean and std of the scores: `(μ [B//G], σ [B//G])`.
+
+    `std="unbiased"`: `σ² = Σ_j (S_j − μ)² / (G − 1)` (Bessel, as verl and TRL);
+    `std="population"`: divide by `G`. For `G = 1` the unbiased σ is undefined and
+    is returned as 0 (never NaN), which `degenerate_groups` always flags.
+    """
+    if std not in STD_CONVENTIONS:
+        raise ValueError(f"unknown std convention {std!r}; valid: {', '.join(STD_CONVENTIONS)}")
+    n_groups = _check_grouping(S, group_size)
+    grouped = S.reshape(n_groups, group_size)
+    mu = grouped.mean(dim=1)
+    dof = max(group_size - 1, 1) if std == "unbiased" else group_size
+    sigma = torch.sqrt(((grouped - mu[:, None]) ** 2).sum(dim=1) / dof)
+    return mu, sigma
+
+
+def _is_degenerate(sigma: torch.Tensor, group_size: int, std: str, sigma_floor: float) -> torch.Tensor:
+    """Bool `[B//G]` from the group σ: below the floor, or undefined (G = 1, unbiased)."""
+    if group_size == 1 and std == "unbiased":
+        return torch.ones_like(sigma, dtype=torch.bool)
+    return sigma < sigma_floor
+
+
+def degenerate_groups(
+    S: torch.Tensor, group_size: int, std: str = "unbiased", sigma_floor: float = 1e-6
+) -> torch.Tensor:
+    """Bool `[B//G]`: True where a group has no usable relative signal.
+
+    A group is degenerate when `σ < sigma_floor`, or when `G = 1` under the
+    unbiased convention (σ undefined), whatever the floor.
+    """
+    _, sigma = group_stats(S, group_size, std)
+    return _is_degenerate(sigma, group_size, std, sigma_floor)
+
+
+def _zero_degenerate(A: torch.Tensor, is_degenerate: torch.Tensor) -> torch.Tensor:
+    """Degenerate groups get advantage 0 (no update from that prompt)."""
+    return torch.where(is_degenerate, torch.zeros_like(A), A)
+
+
+def _keep_degenerate(A: torch.Tensor, is_degenerate: torch.Tensor) -> torch.Tensor:
+    """Apply the formula anyway: a degenerate group gets `λ·μ / (σ + ε)`, up to `λ·μ/ε`."""
+    return A
+
+
+DEGENERATE_RULES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "zero": _zero_degenerate,
+    "keep": _keep_degenerate,
+}
+
+
+def _calibrated_credit(
+    S: torch.Tensor,
+    group_size: int,
+    lam: float,
+    eps: float,
+    std: str,
+    sigma_floor: float,
+    degenerate: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(A [B], is_degenerate [B//G])`; the body of `gropd_advantages`."""
+    if degenerate not in DEGENERATE_RULES:
+        raise ValueError(
+            f"unknown degenerate-group rule {degenerate!r}; valid: {', '.join(DEGENERATE_RULES)}"
+        )
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
+    mu, sigma = group_stats(S, group_size, std)
+    is_degenerate = _is_degenerate(sigma, group_size, std, sigma_floor)
+    mu_i = mu.repeat_interleave(group_size)
+    A = ((S - mu_i) + lam * mu_i) / (sigma.repeat_interleave(group_size) + eps)
+    A = DEGENERATE_RULES[degenerate](A, is_degenerate.repeat_interleave(group_size))
+    return A, is_degenerate
+
+
+def gropd_advantages(
+    S: torch.Tensor,
+    group_size: int,
+    lam: float,
+    eps: float = 1e-6,
+    std: str = "unbiased",
+    *,
+    sigma_floor: float = 1e-6,
+    degenerate: str = "zero",
+) -> torch.Tensor:
+    """Calibrated sequence credit `A_i = ((S_i − μ) + λ·μ) / (σ + ε)`, `[B]`.
+
+    `μ`, `σ` are the statistics of the `G` scores of row `i`'s group (`group_stats`).
+    `λ = 0` is purely relative (zero mean per group); `λ = 1` gives `S_i / (σ + ε)`.
+    Degenerate groups (see `degenerate_groups`) follow the rule named by `degenerate`:
+    `"zero"` (default) sets their advantages to 0; `"keep"` applies the formula anyway.
+    """
+    A, _ = _calibrated_credit(S, group_size, lam, eps, std, sigma_floor, degenerate)
+    return A
+
+
+def opd_advantages(f: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Vanilla OPD's sampled-token baseline `A_{i,t} = f_{i,t}`, `[B, T]`, 0 off the mask."""
+    return torch.where(mask.bool(), f, torch.zeros_like(f))
+
+
+def broadcast(A: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """`A_{i,t} = A_i` on every response token of row `i`, 0 elsewhere: `[B]` → `[B, T]`."""
+    expanded = A[:, None].expand(mask.shape)
+    return torch.where(mask.bool(), expanded, torch.zeros_like(expanded))
+
+
+def pressure(
+    S: torch.Tensor, group_size: int, lam: float, eps: float = 1e-6, std: str = "unbiased"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Table 2's batch proxies: `P = mean_g |μ_g| / (σ_g + ε)` and retained `λ·P`.
+
+    Returns two 0-dim tensors `(normalised, retained)`. Every group counts, degenerate
+    ones included: their σ is at most the floor (0 when undefined), so they add
+    `|μ_g| / (σ_g + ε) ≤ |μ_g| / ε`, finite for finite scores because `ε > 0` is
+    required. Such a group can dominate `P`; read it beside `degenerate_groups`.
+    """
+    if eps <= 0:
+        raise ValueError(f"pressure needs eps > 0 to stay finite, got {eps}")
+    mu, sigma = group_stats(S, group_size, std)
+    normalised = (mu.abs() / (sigma + eps)).mean()
+    return normalised, lam * normalised
+
+
+CreditRule = Callable[..., tuple[torch.Tensor, dict[str, int]]]
+
+
+def _gropd_rule(
+    f: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    gamma: float,
+    group_size: int,
+    lam: float,
+    eps: float,
+    std: str,
+    sigma_floor: float,
+    degenerate: str,
+) -> tuple[torch.Tensor, dict[str, int]]:
+    """GR-OPD: score, group-normalise, broadcast. Stats: count of degenerate groups."""
+    S = trajectory_scores(f, mask, gamma)
+    A, is_degenerate = _calibrated_credit(S, group_size, lam, eps, std, sigma_floor, degenerate)
+    return broadcast(A, mask), {"degenerate_groups": int(is_degenerate.sum().item())}
+
+
+def _opd_rule(
+    f: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    gamma: float,
+    group_size: int,
+    lam: float,
+    eps: float,
+    std: str,
+    sigma_floor: float,
+    degenerate: str,
+) -> tuple[torch.Tensor, dict[str, int]]:
+    """Vanilla OPD: `A_{i,t} = f_{i,t}`; the group arguments are accepted and unused."""
+    return opd_advantages(f, mask), {"degenerate_groups": 0}
+
+
+CREDIT_RULES: dict[str, CreditRule] = {"gropd": _gropd_rule, "opd": _opd_rule}
+
+
+def token_advantages(
+    method: str,
+    f: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    gamma: float,
+    group_size: int,
+    lam: float,
+    eps: float = 1e-6,
+    std: str = "unbiased",
+    sigma_floor: float = 1e-6,
+    degenerate: str = "zero",
+) -> tuple[torch.Tensor, dict[str, int]]:
+    """Per-token advantages `[B, T]` and stats `{"degenerate_groups": int}` by rule name.
+
+    `method` is a key of `CREDIT_RULES` ("gropd" or "opd"); both share this signature.
+    """
+    if method not in CREDIT_RULES:
+        raise ValueError(f"unknown credit method {method!r}; valid: {', '.join(CREDIT_RULES)}")
+    return CREDIT_RULES[method](
+        f,
+        mask,
+        gamma=gamma,
+        group_size=group_size,
+        lam=lam,
+        eps=eps,
+        std=std,
+        sigma_floor=sigma_floor,
+        degenerate=degenerate,
+    )

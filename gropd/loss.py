@@ -1,0 +1,95 @@
+"""The PPO-style clipped policy update (DESIGN.md §1, "Update").
+
+Per response token, with `ρ = π_θ(y_t|h_t) / π_S,old(y_t|h_t) = exp(logp_new − logp_old)`:
+
+    ℓ_t = −min(ρ·A_t, clip(ρ, 1 − ε_lo, 1 + ε_hi)·A_t)
+    L   = agg(ℓ)   over response tokens only (mask = 1)
+
+No reference-model KL term: the teacher is the anchor. Token aggregation is chosen
+by name from `TOKEN_AGGREGATIONS`. Shapes: `[B, T]` throughout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+
+def _token_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean over every response token of the batch: `Σ_{i,t} m·x / Σ_{i,t} m` (0 if no tokens)."""
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def _seq_mean(per_row: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of `per_row [B]` over rows that have at least one response token (0 if none)."""
+    has_tokens = (mask.sum(dim=1) > 0).to(per_row.dtype)
+    return (per_row * has_tokens).sum() / has_tokens.sum().clamp(min=1.0)
+
+
+def _seq_mean_token_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-row token mean `Σ_t m·x / Σ_t m`, then the mean over non-empty rows."""
+    per_row = (x * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+    return _seq_mean(per_row, mask)
+
+
+def _seq_mean_token_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-row token sum `Σ_t m·x`, then the mean over non-empty rows."""
+    return _seq_mean((x * mask).sum(dim=1), mask)
+
+
+TOKEN_AGGREGATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "token-mean": _token_mean,
+    "seq-mean-token-mean": _seq_mean_token_mean,
+    "seq-mean-token-sum": _seq_mean_token_sum,
+}
+
+
+def aggregate(x: torch.Tensor, mask: torch.Tensor, agg: str) -> torch.Tensor:
+    """Reduce per-token values `x [B, T]` over the response tokens with the named rule."""
+    if agg not in TOKEN_AGGREGATIONS:
+        raise ValueError(f"unknown token aggregation {agg!r}; valid: {', '.join(TOKEN_AGGREGATIONS)}")
+    return TOKEN_AGGREGATIONS[agg](x, mask.to(x.dtype))
+
+
+def clipped_policy_loss(
+    logp_new: torch.Tensor,
+    logp_old: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float,
+    clip_high: float,
+    agg: str = "token-mean",
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """`L = agg(−min(ρ·A, clip(ρ, 1−ε_lo, 1+ε_hi)·A))` and its diagnostics.
+
+    logp_new    `[B, T]` log π_θ of the sampled tokens; the only input that gets gradient
+    logp_old    `[B, T]` log π_S,old of the same tokens (detached here)
+    advantages  `[B, T]` per-token `A` (detached here)
+    mask        `[B, T]` 1 on response tokens; other positions get zero gradient and
+                may hold anything, even -inf or NaN
+
+    Computed in float32 at least (bf16 inputs are upcast). Returns `(loss, stats)`;
+    stats are 0-dim detached tensors, each a token-mean over response tokens:
+    `clip_frac` (share of tokens whose clipped term is the active one, so they get no
+    gradient), `ratio_mean` (mean ρ), `approx_kl` (mean of `(ρ − 1) − log ρ`, the
+    non-negative k3 estimate of KL(π_S,old ‖ π_θ) on the sampled tokens).
+    """
+    if not 0.0 <= clip_low < 1.0 or clip_high < 0.0:
+        raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0, got {clip_low}, {clip_high}")
+    dtype = torch.promote_types(logp_new.dtype, torch.float32)
+    keep = mask.bool()
+    delta = logp_new.to(dtype) - logp_old.detach().to(dtype)
+    log_ratio = torch.where(keep, delta, torch.zeros_like(delta))
+    A = torch.where(keep, advantages.detach().to(dtype), torch.zeros_like(delta))
+    ratio = torch.exp(log_ratio)
+    unclipped = -A * ratio
+    clipped = -A * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    loss = aggregate(torch.maximum(unclipped, clipped), keep, agg)
+    with torch.no_grad():
+        stats = {
+            "clip_frac": aggregate((clipped > unclipped).to(dtype), keep, "token-mean"),
+            "ratio_mean": aggregate(ratio, keep, "token-mean"),
+            "approx_kl": aggregate((ratio - 1.0) - log_ratio, keep, "token-mean"),
+        }
+    return loss, stats
