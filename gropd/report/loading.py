@@ -1,0 +1,117 @@
+"""Reading results/: the runs a grid promises, their status, metrics and evaluation summary.
+
+A run lives in `results/<profile>/<run_id>/` (layout in results/README.md). A run the grid
+promises but results/ lacks is "not run"; nothing here raises on a missing or partial run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gropd.config.grids import expand_grid, load_grid
+from gropd.report.context import ReportContext
+
+
+@dataclass(frozen=True)
+class GridRun:
+    """One run of a grid: the values the grid gives it, and its status.json (None: not run)."""
+
+    run_id: str
+    values: dict[str, Any]
+    path: Path
+    status: dict[str, Any] | None
+
+    @property
+    def state(self) -> str:
+        """'not run' | 'running' | 'trained' (evaluation pending) | 'finished' | 'collapsed'."""
+        return "not run" if self.status is None else str(self.status.get("status"))
+
+    def field(self, key: str, default: Any = None) -> Any:
+        """A status.json field, else the grid's value (dotted keys `gropd.<key>` count), else `default`."""
+        if self.status is not None and self.status.get(key) is not None:
+            return self.status[key]
+        for grid_key in (key, f"gropd.{key}"):
+            if self.values.get(grid_key) is not None:
+                return self.values[grid_key]
+        return default
+
+    def summary(self) -> dict[str, Any] | None:
+        """eval/summary.json, or None when absent."""
+        path = self.path / "eval" / "summary.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """metrics.jsonl rows (one per rollout batch), [] when absent; a torn last line is skipped."""
+        path = self.path / "metrics.jsonl"
+        if not path.exists():
+            return []
+        rows = []
+        for line in path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return rows
+
+    def total_steps(self) -> int | None:
+        """train.steps of the resolved config.yaml, None when unknown."""
+        path = self.path / "config.yaml"
+        if not path.exists():
+            return None
+        config = yaml.safe_load(path.read_text()) or {}
+        return (config.get("train") or {}).get("steps")
+
+    def describe(self) -> str:
+        """Why this run has no final result: 'not run', 'running, step 40 of 120', 'collapsed at step 7: …'."""
+        if self.status is None:
+            return "not run"
+        if self.state == "trained":
+            return "trained, evaluation not finished"
+        if self.state == "running":
+            total = self.total_steps()
+            return f"running, step {self.status.get('step', 0)} of {total if total is not None else '?'}"
+        if self.state == "collapsed":
+            reason = self.status.get("reason")
+            return f"collapsed at step {self.status.get('collapse_step')}" + (f": {reason}" if reason else "")
+        return self.state
+
+
+def grid_runs(ctx: ReportContext, grid: str) -> list[GridRun]:
+    """Every run `experiments/grids/<grid>.yaml` expands to, in grid order, with what results/ holds."""
+    runs = []
+    for entry in expand_grid(load_grid(grid, ctx.experiments_dir)):
+        path = ctx.profile_results / entry.run_id
+        status_path = path / "status.json"
+        status = json.loads(status_path.read_text()) if status_path.exists() else None
+        runs.append(GridRun(run_id=entry.run_id, values=entry.values, path=path, status=status))
+    return runs
+
+
+def series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    """(steps, values) of one metric; rows where it is null, missing or not finite are skipped."""
+    steps, values = [], []
+    for row in rows:
+        value = row.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            steps.append(float(row["step"]))
+            values.append(float(value))
+    return steps, values
+
+
+def missing_line(run: GridRun, reason: str) -> str:
+    """The one line a report prints for a run it could not use."""
+    return f"run {run.run_id}: {reason}"
+
+
+def group_runs(runs: list[GridRun], *keys: str) -> dict[tuple[Any, ...], list[GridRun]]:
+    """Runs grouped by the given fields (seeds of one cell end up together), in first-seen order."""
+    groups: dict[tuple[Any, ...], list[GridRun]] = {}
+    for run in runs:
+        groups.setdefault(tuple(run.field(key) for key in keys), []).append(run)
+    return groups

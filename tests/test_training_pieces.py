@@ -1,0 +1,96 @@
+"""The trainer's small steps, each alone: packing, log-probs, sampling seeds, collapse, prompt sampler."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from eval.suites import Question
+from gropd.collapse import collapse_reason
+from gropd.config.schema import CollapseRule
+from gropd.logprobs import pack, response_logprobs
+from gropd.prompts import PromptSampler
+from gropd.rollout.base import SamplingSettings
+from gropd.rollout.hf import HFRollout
+from gropd.train_metrics import pearson, spearman
+
+CPU = torch.device("cpu")
+
+
+def tiny_lm(seed: int = 0) -> Qwen3ForCausalLM:
+    torch.manual_seed(seed)
+    config = Qwen3Config(vocab_size=24, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=64)
+    return Qwen3ForCausalLM(config).eval()
+
+
+def test_packed_logprobs_equal_unpadded_forward() -> None:
+    model = tiny_lm()
+    prompts, responses = [[1, 2, 3], [4, 5], [6]], [[7, 8], [9, 10, 11, 12], [13]]
+    batch = pack(prompts, responses, pad_id=0, device=CPU)
+    with torch.no_grad():
+        logp, entropy = response_logprobs(model, batch, with_entropy=True)
+    for row, (prompt, response) in enumerate(zip(prompts, responses, strict=True)):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + response])).logits[0].log_softmax(-1)
+        for t, token in enumerate(response):
+            assert logp[row, t].item() == pytest.approx(logits[len(prompt) - 1 + t, token].item(), abs=1e-5)
+            dist = logits[len(prompt) - 1 + t]
+            assert entropy[row, t].item() == pytest.approx(-(dist.exp() * dist).sum().item(), abs=1e-5)
+        assert batch.response_mask[row].sum().item() == len(response)
+        assert logp[row, len(response):].abs().sum().item() == 0
+
+
+def test_hf_rollout_is_seeded_groups_prompts_and_stops() -> None:
+    engine = HFRollout(tiny_lm(), stop_ids=[23], pad_id=0, device=CPU)
+    sampling = SamplingSettings(temperature=1.0, top_p=1.0, max_new_tokens=6)
+    first = engine.generate([[1, 2, 3], [4]], n=3, sampling=sampling, seed=5)
+    again = engine.generate([[1, 2, 3], [4]], n=3, sampling=sampling, seed=5)
+    assert first.response_ids == again.response_ids
+    assert first.prompt_ids == [[1, 2, 3]] * 3 + [[4]] * 3
+    for response, reason in zip(first.response_ids, first.finish_reasons, strict=True):
+        assert 1 <= len(response) <= 6
+        assert (reason == "stop") == (response[-1] == 23) and 23 not in response[:-1]
+        assert reason == "stop" or len(response) == 6
+
+
+def rule(**kw) -> CollapseRule:
+    base = dict(reward_window=2, reward_fraction=0.5, reward_patience=2, len_cap_fraction=0.9, len_cap_patience=3)
+    return CollapseRule(**(base | kw))
+
+
+def record(step: int, reward: float, capped: float = 0.0, loss: float = 0.1) -> dict:
+    return {"step": step, "verifier_reward": reward, "frac_at_len_cap": capped, "loss": loss,
+            "mean_advantage_abs": 1.0, "grad_norm": 1.0}
+
+
+def test_collapse_rules() -> None:
+    # moving averages (window 2) of 0.4, 0.4, 0.1, 0.1, 0.1: 0.4, 0.25, 0.1, 0.1; start 0.4, floor 0.2
+    history = [record(i + 1, r) for i, r in enumerate([0.4, 0.4, 0.1, 0.1, 0.1])]
+    assert collapse_reason(history[:4], rule()) is None  # 0.25 then 0.1: one step below the floor
+    assert "moving average below 0.5" in collapse_reason(history, rule())
+    assert "non-finite loss" in collapse_reason([record(1, 0.5, loss=float("nan"))], rule())
+    capped = [record(i + 1, 0.3, capped=c) for i, c in enumerate([0.95, 0.95, 0.5, 0.95, 0.95, 0.9])]
+    assert collapse_reason(capped[:5], rule()) is None
+    assert "at the length cap" in collapse_reason(capped, rule())
+    assert collapse_reason([record(i + 1, 0.0) for i in range(9)], rule()) is None  # start 0: rule cannot fire
+
+
+def test_prompt_sampler_resumes_exactly_and_covers_an_epoch() -> None:
+    pool = [Question(str(i), f"q{i}", str(i)) for i in range(7)]
+    sampler = PromptSampler(pool, seed=3)
+    first = [q.id for q in sampler.next(5)]
+    state = sampler.state_dict()
+    rest = [q.id for q in sampler.next(9)]
+    resumed = PromptSampler(pool, seed=3)
+    resumed.load_state_dict(state)
+    assert [q.id for q in resumed.next(9)] == rest
+    assert sorted(first + rest[:2]) == [str(i) for i in range(7)]  # one epoch = each prompt once
+
+
+def test_correlations_by_hand() -> None:
+    assert pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
+    assert pearson([1, 2, 3], [1, 1, 1]) is None
+    # ranks of x: 1,2,3,4; ranks of y (10,30,20,40): 1,3,2,4 -> d^2 = 0+1+1+0 = 2 -> 1 - 6*2/(4*15) = 0.8
+    assert spearman([1, 2, 3, 4], [10, 30, 20, 40]) == pytest.approx(0.8)
