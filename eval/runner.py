@@ -1,0 +1,252 @@
+"""Evaluation runner: sample K responses per question, grade them, write records and summary.
+
+For each suite (in the order given) the questions are cut into fixed chunks of
+`batch_prompts`; chunk c is sampled with one `engine.generate(prompts, K, sampling,
+chunk_seed(seed, suite, c))` call, graded, and its records appended to
+`out_dir/<suite>.jsonl` in one write (one JSON object per (question, sample)):
+
+    question_id, sample, response, extracted, correct, tokens, finish_reason, timed_out
+
+Resume: on start the file is read back, a torn last line is dropped, records of
+questions that are incomplete (fewer than K distinct samples) or no longer in the
+suite are removed (the file is rewritten atomically), and only chunks with missing
+questions are sampled again, with the same chunk seed, so a resumed evaluation draws
+what an uninterrupted one would have; only the missing questions are graded and written.
+
+`out_dir/summary.json` (layout in results/README.md) is written atomically at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from eval.grading import Grader
+from eval.metrics import avg_at_k, macro, maj_at_k, mean_pass_at_k, mean_tokens
+from eval.suites import Question, SuiteSpec
+from gropd.rollout.base import RolloutEngine, SamplingSettings
+
+Record = dict[str, Any]
+
+
+def chunk_seed(seed: int, suite: str, chunk: int) -> int:
+    """Sampling seed of chunk `chunk` of `suite`: independent of resume history, < 2**31."""
+    return (seed * 1_000_003 + zlib.crc32(f"{suite}:{chunk}".encode())) % 2**31
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` via a temp file in the same folder and os.replace."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_records(path: Path) -> list[Record]:
+    """Records of a suite file; a torn (unparseable) last line is dropped, other bad lines raise."""
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if number == len(lines):  # the last line, written without its newline: torn
+                break
+            raise ValueError(f"{path}:{number}: corrupt record ({exc})") from exc
+    return records
+
+
+def complete_records(records: list[Record], questions: list[Question], k: int) -> dict[str, list[Record]]:
+    """Records of the questions that have exactly samples 0..k-1, by question id, sorted by sample."""
+    wanted = {q.id for q in questions}
+    by_question: dict[str, dict[int, Record]] = {}
+    for record in records:
+        if record["question_id"] in wanted:
+            by_question.setdefault(record["question_id"], {})[record["sample"]] = record
+    return {
+        qid: [samples[j] for j in range(k)] for qid, samples in by_question.items() if set(samples) == set(range(k))
+    }
+
+
+def resume_suite(path: Path, questions: list[Question], k: int) -> dict[str, list[Record]]:
+    """Complete records already on disk; the file is rewritten to hold exactly those."""
+    records = read_records(path)
+    done = complete_records(records, questions, k)
+    if path.exists():
+        kept = [r for q in questions for r in done.get(q.id, [])]
+        write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))
+    return done
+
+
+def append_records(path: Path, records: list[Record]) -> None:
+    """Append records with a single write, flushed and synced."""
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("".join(json.dumps(r) + "\n" for r in records))
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def chunks(items: list[Question], size: int) -> Iterator[tuple[int, list[Question]]]:
+    """(chunk index, chunk) over consecutive slices of `size` items."""
+    for index, start in enumerate(range(0, len(items), size)):
+        yield index, items[start : start + size]
+
+
+def sample_chunk(
+    engine: RolloutEngine,
+    chunk: list[Question],
+    todo: set[str],
+    *,
+    k: int,
+    render_prompt: Callable[[str], list[int]],
+    decode: Callable[[list[int]], str],
+    sampling: SamplingSettings,
+    seed: int,
+    grader: Grader,
+) -> list[Record]:
+    """Sample K responses for every question of the chunk; grade and return those in `todo`."""
+    batch = engine.generate([render_prompt(q.question) for q in chunk], k, sampling, seed)
+    if len(batch.response_ids) != len(chunk) * k:
+        raise RuntimeError(f"engine returned {len(batch.response_ids)} rows, expected {len(chunk) * k}")
+    rows = [(q, j, i * k + j) for i, q in enumerate(chunk) if q.id in todo for j in range(k)]
+    responses = [decode(batch.response_ids[r]) for _, _, r in rows]
+    verdicts = grader.grade(responses, [q.answer for q, _, _ in rows])
+    return [
+        {
+            "question_id": q.id,
+            "sample": j,
+            "response": response,
+            "extracted": verdict.extracted,
+            "correct": verdict.correct,
+            "tokens": len(batch.response_ids[r]),
+            "finish_reason": batch.finish_reasons[r],
+            "timed_out": verdict.timed_out,
+        }
+        for (q, j, r), response, verdict in zip(rows, responses, verdicts, strict=True)
+    ]
+
+
+def suite_summary(spec: SuiteSpec, questions: list[Question], done: dict[str, list[Record]]) -> dict:
+    """The summary.json entry of one fully evaluated suite."""
+    per_q = [done[q.id] for q in questions]
+    correct = [[r["correct"] for r in recs] for recs in per_q]
+    return {
+        "avg_at_k": avg_at_k(correct),
+        "k": spec.k,
+        "questions": len(questions),
+        "paper_questions": spec.paper_questions,
+        "mean_tokens": mean_tokens([[r["tokens"] for r in recs] for recs in per_q]),
+        "pass_at_k": mean_pass_at_k(correct, spec.k),
+        "maj_at_k": maj_at_k([[r["extracted"] for r in recs] for recs in per_q], correct),
+        "timeouts": sum(r.get("timed_out", False) for recs in per_q for r in recs),
+    }
+
+
+def report_progress(suite: str, done: int, total: int, new: int, elapsed: float) -> None:
+    """One progress line on stderr: questions done / total, rate and ETA of this session."""
+    rate = new / elapsed if elapsed > 0 and new else 0.0
+    eta = f"{(total - done) / rate:.0f}s" if rate else "?"
+    print(f"[eval {suite}] {done}/{total} questions, {rate:.2f} q/s, ETA {eta}", file=sys.stderr)
+
+
+def evaluate_suite(
+    engine: RolloutEngine,
+    name: str,
+    spec: SuiteSpec,
+    questions: list[Question],
+    *,
+    out_dir: Path,
+    batch_prompts: int,
+    seed: int,
+    progress: bool,
+    **sample_args: Any,
+) -> dict:
+    """Evaluate (or finish evaluating) one suite; returns its summary entry."""
+    if len({q.id for q in questions}) != len(questions):
+        raise ValueError(f"suite '{name}': question ids are not unique")
+    path = out_dir / f"{name}.jsonl"
+    done = resume_suite(path, questions, spec.k)
+    if progress and done:
+        print(f"[eval {name}] resuming: {len(done)}/{len(questions)} questions complete", file=sys.stderr)
+    start, new = time.monotonic(), 0
+    for index, chunk in chunks(questions, batch_prompts):
+        todo = {q.id for q in chunk} - done.keys()
+        if not todo:
+            continue
+        records = sample_chunk(engine, chunk, todo, k=spec.k, seed=chunk_seed(seed, name, index), **sample_args)
+        append_records(path, records)
+        for record in records:
+            done.setdefault(record["question_id"], []).append(record)
+        new += len(todo)
+        if progress:
+            report_progress(name, len(done), len(questions), new, time.monotonic() - start)
+    return suite_summary(spec, questions, done)
+
+
+def evaluate_model(
+    engine: RolloutEngine,
+    *,
+    suites: dict[str, tuple[SuiteSpec, list[Question]]],
+    render_prompt: Callable[[str], list[int]],
+    decode: Callable[[list[int]], str],
+    out_dir: str | Path,
+    sampling: SamplingSettings,
+    seed: int,
+    batch_prompts: int,
+    model: str = "",
+    mode: str = "",
+    thinking: bool = False,
+    grade_timeout_s: float = 5.0,
+    grade_workers: int | None = None,
+    progress: bool = True,
+) -> dict:
+    """Avg@K evaluation of the engine's model on `suites`; writes records and summary.json.
+
+    render_prompt(question) -> prompt token ids; decode(response ids) -> text (keep
+    `</think>` in it). `thinking=True` when the prompt opens the think block itself, so a
+    response without `</think>` has no answer. Returns the summary dict.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    entries = {}
+    with Grader(timeout_s=grade_timeout_s, workers=grade_workers, thinking=thinking) as grader:
+        for name, (spec, questions) in suites.items():
+            entries[name] = evaluate_suite(
+                engine,
+                name,
+                spec,
+                questions,
+                out_dir=out,
+                batch_prompts=batch_prompts,
+                seed=seed,
+                progress=progress,
+                render_prompt=render_prompt,
+                decode=decode,
+                sampling=sampling,
+                grader=grader,
+            )
+    summary = {
+        "model": model,
+        "mode": mode,
+        "suites": entries,
+        "macro": macro({name: entry["avg_at_k"] for name, entry in entries.items()}),
+    }
+    write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    return summary

@@ -1,0 +1,155 @@
+"""The evaluation runner with a fake engine: Avg@K by hand, records, summary and resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eval.runner import chunk_seed, evaluate_model, read_records
+from eval.suites import Question, SuiteSpec
+from gropd.rollout.base import RolloutBatch, SamplingSettings
+
+SAMPLING = SamplingSettings(temperature=1.0, top_p=1.0, max_new_tokens=64)
+# correct samples per question: sample j of question i is correct iff j < CORRECT[suite][i]
+CORRECT = {"s4": [4, 2, 0, 1, 3], "s2": [1, 2]}
+
+
+def render(question: str) -> list[int]:
+    return [ord(c) for c in question]
+
+
+def decode(ids: list[int]) -> str:
+    return "".join(chr(i) for i in ids)
+
+
+class FakeEngine:
+    """Response j to prompt "<suite>/<i>" is `s<seed> \\boxed{7}` if j < CORRECT else `\\boxed{8}`."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.calls: list[tuple[list[str], int, int]] = []
+        self.fail_after = fail_after
+
+    def generate(self, prompt_ids, n, sampling, seed):
+        if self.fail_after is not None and len(self.calls) >= self.fail_after:
+            raise KeyboardInterrupt("simulated interruption")
+        prompts = [decode(p) for p in prompt_ids]
+        self.calls.append((prompts, n, seed))
+        responses = []
+        for prompt in prompts:
+            suite, index = prompt.split("/")
+            for j in range(n):
+                answer = "7" if j < CORRECT[suite][int(index)] else "8"
+                responses.append(render(f"s{seed:010d} \\boxed{{{answer}}}"))
+        rows = len(responses)
+        return RolloutBatch([p for p in prompt_ids for _ in range(n)], responses, ["stop"] * rows)
+
+    def sync_weights(self, model) -> None:  # pragma: no cover - protocol completeness
+        pass
+
+
+def _suite(name: str, k: int) -> tuple[SuiteSpec, list[Question]]:
+    spec = SuiteSpec(name=name, title=name, k=k, paper_questions=6, version=1, source={"kind": "tiny", "task": "add"})
+    return spec, [Question(f"q{i}", f"{name}/{i}", "7") for i in range(len(CORRECT[name]))]
+
+
+SUITES = {"s4": _suite("s4", 4), "s2": _suite("s2", 2)}
+
+
+def _run(engine, out_dir, progress=False):
+    return evaluate_model(
+        engine,
+        suites=SUITES,
+        render_prompt=render,
+        decode=decode,
+        out_dir=out_dir,
+        sampling=SAMPLING,
+        seed=3,
+        batch_prompts=2,
+        model="fake",
+        mode="nothink",
+        progress=progress,
+    )
+
+
+def test_summary_by_hand(tmp_path, capsys):
+    summary = _run(FakeEngine(), tmp_path, progress=True)
+    s4, s2 = summary["suites"]["s4"], summary["suites"]["s2"]
+    # s4: (4/4 + 2/4 + 0/4 + 1/4 + 3/4) / 5 = 50%; s2: (1/2 + 2/2) / 2 = 75%
+    assert s4["avg_at_k"] == pytest.approx(50.0) and s2["avg_at_k"] == pytest.approx(75.0)
+    assert summary["macro"] == pytest.approx(62.5)
+    # pass@K: a question passes if any sample is correct -> s4 4/5, s2 2/2
+    assert s4["pass_at_k"] == pytest.approx(80.0) and s2["pass_at_k"] == pytest.approx(100.0)
+    # maj@K: s4 majorities 7 (4-0), tie 2-2 -> first sample "7", 8, 8 (3-1), 7 -> 3/5
+    assert s4["maj_at_k"] == pytest.approx(60.0) and s2["maj_at_k"] == pytest.approx(100.0)
+    # every response is "s" + 10 digits + " " + "\boxed{7}" = 1 + 10 + 1 + 9 = 21 tokens
+    assert s4["mean_tokens"] == 21.0
+    assert s4 | {"avg_at_k": 0, "pass_at_k": 0, "maj_at_k": 0} == {
+        "avg_at_k": 0,
+        "k": 4,
+        "questions": 5,
+        "paper_questions": 6,
+        "mean_tokens": 21.0,
+        "pass_at_k": 0,
+        "maj_at_k": 0,
+        "timeouts": 0,
+    }
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    assert summary["model"] == "fake" and summary["mode"] == "nothink"
+    assert "[eval s4] 5/5 questions" in capsys.readouterr().err
+
+
+def test_records_layout_and_chunk_seeds(tmp_path):
+    engine = FakeEngine()
+    _run(engine, tmp_path)
+    records = read_records(tmp_path / "s4.jsonl")
+    assert len(records) == 5 * 4
+    first = records[0]
+    assert set(first) == {
+        "question_id",
+        "sample",
+        "response",
+        "extracted",
+        "correct",
+        "tokens",
+        "finish_reason",
+        "timed_out",
+    }
+    assert (first["question_id"], first["sample"], first["extracted"], first["correct"]) == ("q0", 0, "7", True)
+    # s4 in chunks of 2 prompts: 3 calls, each seeded by its chunk
+    seeds = [seed for _, _, seed in engine.calls[:3]]
+    assert seeds == [chunk_seed(3, "s4", c) for c in range(3)] and len(set(seeds)) == 3
+    assert [prompts for prompts, _, _ in engine.calls[:3]] == [["s4/0", "s4/1"], ["s4/2", "s4/3"], ["s4/4"]]
+
+
+def test_resume_after_interruption(tmp_path):
+    reference = _run(FakeEngine(), tmp_path / "ref")
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        _run(FakeEngine(fail_after=2), out)  # s4 chunks 0 and 1 are written, then it stops
+    assert len(read_records(out / "s4.jsonl")) == 4 * 4 and not (out / "summary.json").exists()
+    # a torn write of chunk 2: one full record of q4 and half of the next
+    with (out / "s4.jsonl").open("a") as handle:
+        full = read_records(tmp_path / "ref" / "s4.jsonl")[16]
+        handle.write(json.dumps(full) + "\n" + json.dumps(full)[:25])
+
+    engine = FakeEngine()
+    resumed = _run(engine, out)
+    assert resumed == reference
+    # only the missing chunk of s4 and the two chunks of s2 were sampled again
+    assert [prompts for prompts, _, _ in engine.calls] == [["s4/4"], ["s2/0", "s2/1"]]
+    for name in SUITES:
+        records = read_records(out / f"{name}.jsonl")
+        keys = [(r["question_id"], r["sample"]) for r in records]
+        assert len(keys) == len(set(keys))  # no question graded or written twice
+        assert records == read_records(tmp_path / "ref" / f"{name}.jsonl")
+
+    again = FakeEngine()
+    assert _run(again, out) == reference and again.calls == []  # finished: nothing re-run
+
+
+def test_read_records_rejects_corruption_before_the_end(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"question_id": "q0"\n{"question_id": "q1", "sample": 0}\n')
+    with pytest.raises(ValueError, match="s.jsonl:1: corrupt record"):
+        read_records(path)
