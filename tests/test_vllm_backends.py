@@ -1,0 +1,160 @@
+"""vLLM backends on a CPU without vLLM: output parsing on hand-built vLLM-shaped objects,
+weight naming and seeding, and the clear missing-piece error on construction."""
+
+from __future__ import annotations
+
+import importlib.util
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from gropd.optional import MissingDependencyError, require
+from gropd.rollout.base import SamplingSettings
+from gropd.rollout.vllm import (
+    VLLMRollout,
+    distributed_executor,
+    full_state_dict_items,
+    request_seed,
+    rollout_batch_from_outputs,
+    vllm_weight_name,
+)
+from gropd.teacher.vllm_engine import VLLMTeacher, response_logprobs_from_prompt_logprobs
+
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+def lp(value: float) -> SimpleNamespace:
+    """Stand-in for vllm.logprobs.Logprob."""
+    return SimpleNamespace(logprob=value, rank=1, decoded_token=None)
+
+
+def test_prompt_logprobs_parsing_reads_exactly_the_response_tokens():
+    # prompt [11, 12] + response [13, 14, 15]; each position also holds a top-1 distractor (id 0)
+    prompt_logprobs = [
+        None,
+        {12: lp(-0.5), 0: lp(-0.1)},
+        {13: lp(-1.25), 0: lp(-0.2)},
+        {14: lp(-2.5)},
+        {15: lp(-0.75), 0: lp(-0.3)},
+    ]
+    assert response_logprobs_from_prompt_logprobs(prompt_logprobs, 2, [13, 14, 15]) == [-1.25, -2.5, -0.75]
+    assert response_logprobs_from_prompt_logprobs(prompt_logprobs, 5, []) == []
+
+
+def test_prompt_logprobs_parsing_accepts_json_shapes():
+    positions = [None, {"7": {"logprob": -3.0, "rank": 4, "decoded_token": "a"}}]
+    assert response_logprobs_from_prompt_logprobs(positions, 1, [7]) == [-3.0]
+
+
+@pytest.mark.parametrize(
+    ("positions", "prompt_len", "response", "message"),
+    [
+        ([None, {5: lp(-1.0)}], 1, [5, 6], "expected prompt_len"),
+        ([None, {4: lp(-1.0)}], 1, [5], "lacks the response token 5"),
+        ([{5: lp(-1.0)}], 0, [5], "at least one token"),
+        ([None, None], 1, [5], "only position 0"),
+    ],
+)
+def test_prompt_logprobs_parsing_rejects_misaligned_input(positions, prompt_len, response, message):
+    with pytest.raises(ValueError, match=message):
+        response_logprobs_from_prompt_logprobs(positions, prompt_len, response)
+
+
+def completion(index: int, tokens: list[int], reason: str, logprobs: list[float]) -> SimpleNamespace:
+    per_token = [{t: lp(v), 99: lp(-0.01)} for t, v in zip(tokens, logprobs, strict=True)]
+    return SimpleNamespace(index=index, token_ids=tokens, finish_reason=reason, logprobs=per_token)
+
+
+def test_rollout_batch_is_prompt_major_with_sampler_logprobs():
+    outputs = [
+        SimpleNamespace(prompt_token_ids=[1, 2], outputs=[
+            completion(1, [5], "length", [-0.5]), completion(0, [3, 4, 0], "stop", [-1.0, -2.0, -3.0])]),
+        SimpleNamespace(prompt_token_ids=[7], outputs=[
+            completion(0, [8, 0], "stop", [-0.25, -0.125]), completion(1, [9], "length", [-4.0])]),
+    ]
+    batch = rollout_batch_from_outputs(outputs, n=2)
+    assert batch.prompt_ids == [[1, 2], [1, 2], [7], [7]]
+    assert batch.response_ids == [[3, 4, 0], [5], [8, 0], [9]]
+    assert batch.finish_reasons == ["stop", "length", "stop", "length"]
+    assert batch.sampler_logprobs == [[-1.0, -2.0, -3.0], [-0.5], [-0.25, -0.125], [-4.0]]
+
+
+def test_rollout_batch_rejects_aborted_or_missing_samples():
+    aborted = [SimpleNamespace(prompt_token_ids=[1], outputs=[completion(0, [2], "abort", [-1.0])])]
+    with pytest.raises(RuntimeError, match="'abort'"):
+        rollout_batch_from_outputs(aborted, n=1)
+    with pytest.raises(ValueError, match="expected n=2"):
+        rollout_batch_from_outputs(aborted, n=2)
+
+
+def test_request_seeds_are_distinct_across_prompts_samples_and_steps():
+    n, prompts = 8, 64
+    seeds = {request_seed(step, i, n) + j for step in range(3) for i in range(prompts) for j in range(n)}
+    assert len(seeds) == 3 * prompts * n
+    assert request_seed(2, 3, 8) == 2 * 65536 + 24
+    with pytest.raises(ValueError, match="seed stride"):
+        request_seed(0, 65536, 1)
+
+
+def test_weight_names_lose_wrapper_segments():
+    assert vllm_weight_name("module._orig_mod.model.layers.0.mlp.up_proj.weight") == (
+        "model.layers.0.mlp.up_proj.weight")
+    assert vllm_weight_name("model.embed_tokens.weight") == "model.embed_tokens.weight"
+
+
+def test_full_state_dict_items_strips_wrappers_and_keeps_values():
+    inner = torch.nn.Linear(2, 3)
+    wrapped = torch.nn.Sequential()
+    wrapped.add_module("module", inner)
+    items = dict(full_state_dict_items(wrapped))
+    assert set(items) == {"weight", "bias"}
+    assert torch.equal(items["weight"], inner.weight.detach())
+
+
+def test_external_launcher_only_for_multi_rank_launches():
+    assert distributed_executor({"WORLD_SIZE": "8", "RANK": "3"}) == "external_launcher"
+    assert distributed_executor({"WORLD_SIZE": "1"}) is None
+    assert distributed_executor({}) is None
+
+
+def test_require_names_missing_module_purpose_and_hint():
+    with pytest.raises(MissingDependencyError, match=r"my purpose.*'gropd_no_such_pkg'.*pip install it"):
+        require("gropd_no_such_pkg", "my purpose", "pip install it")
+    assert require("json", "stdlib").dumps([1]) == "[1]"
+
+
+@pytest.mark.skipif(HAS_VLLM, reason="vLLM is installed here; the missing-piece path cannot be shown")
+def test_constructing_vllm_backends_without_vllm_says_what_to_install():
+    with pytest.raises(MissingDependencyError, match=r"backend.rollout=vllm.*'vllm'.*requirements-gpu.txt"):
+        VLLMRollout("m", revision=None, tensor_parallel=1, dtype="bfloat16", gpu_memory_utilization=0.5,
+                    enable_sleep_mode=False, seed=0, max_model_len=None,
+                    stop_token_ids=[1])
+    with pytest.raises(MissingDependencyError, match=r"backend.teacher=vllm.*'vllm'.*requirements-gpu.txt"):
+        VLLMTeacher("m", revision=None, tensor_parallel=1, dtype="bfloat16", gpu_memory_utilization=0.5,
+                    max_model_len=None)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not (HAS_VLLM and torch.cuda.is_available()), reason="needs CUDA and vLLM")
+def test_vllm_rollout_and_teacher_agree_on_sampled_tokens(tmp_path):
+    """On a GPU: the teacher's prompt_logprobs of the same model reproduce the sampler's log-probs."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+    words = Tokenizer(models.WordLevel({f"w{i}": i for i in range(256)}, unk_token="w2"))
+    words.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    PreTrainedTokenizerFast(tokenizer_object=words, eos_token="w1", pad_token="w0").save_pretrained(tmp_path)
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=64, eos_token_id=1,
+                         max_position_embeddings=512)
+    Qwen3ForCausalLM(config).save_pretrained(tmp_path)
+    common = {"revision": None, "tensor_parallel": 1, "dtype": "float32", "max_model_len": 256}
+    rollout = VLLMRollout(str(tmp_path), gpu_memory_utilization=0.2, enable_sleep_mode=False, seed=0,
+                          stop_token_ids=[1], **common)
+    batch = rollout.generate([[5, 6, 7], [8, 9]], 2, SamplingSettings(1.0, 1.0, 12), seed=1)
+    teacher = VLLMTeacher(str(tmp_path), gpu_memory_utilization=0.2, **common)
+    scores = teacher.score(batch.prompt_ids, batch.response_ids)
+    for got, want in zip(scores, batch.sampler_logprobs, strict=True):
+        assert got == pytest.approx(want, abs=1e-3)
