@@ -32,9 +32,7 @@ import torch
 STD_CONVENTIONS = ("unbiased", "population")
 
 
-def token_feedback(
-    teacher_logprobs: torch.Tensor, student_logprobs: torch.Tensor, mask: torch.Tensor
-) -> torch.Tensor:
+def token_feedback(teacher_logprobs: torch.Tensor, student_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """`f_{i,t} = log π_T(y_{i,t}|h_{i,t}) − log π_S,old(y_{i,t}|h_{i,t})`, `[B, T]`.
 
     Exactly 0 where `mask` is 0, even if the log-probs there are -inf or NaN.
@@ -136,9 +134,7 @@ def _calibrated_credit(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`(A [B], is_degenerate [B//G])`; the body of `gropd_advantages`."""
     if degenerate not in DEGENERATE_RULES:
-        raise ValueError(
-            f"unknown degenerate-group rule {degenerate!r}; valid: {', '.join(DEGENERATE_RULES)}"
-        )
+        raise ValueError(f"unknown degenerate-group rule {degenerate!r}; valid: {', '.join(DEGENERATE_RULES)}")
     if eps < 0:
         raise ValueError(f"eps must be >= 0, got {eps}")
     mu, sigma = group_stats(S, group_size, std)

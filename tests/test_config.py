@@ -136,7 +136,9 @@ def test_pin_writes_full_revisions_and_runs_check_them(experiments: Path) -> Non
     pin(manifests, "paper", lock_path, resolver=fake_hub)
     assert pinned_revision(read_lock(lock_path), "Qwen/Qwen3-4B", "1cfa9a7", lock_path) == "1cfa9a7" + "0" * 33
     assert sum(kind == "model" for kind, _ in calls) == 5
-    with pytest.raises(ConfigError, match=r"models.yaml: paper.B1.7.source.revision: the Hub resolved 'ea980cb' to 'abc"):
+    with pytest.raises(
+        ConfigError, match=r"models.yaml: paper.B1.7.source.revision: the Hub resolved 'ea980cb' to 'abc"
+    ):
         pin(manifests, "paper", lock_path, resolver=lambda kind, repo, rev: "abc" + "0" * 37)
     lock = read_lock(lock_path)  # a failed pin leaves the earlier lock whole
     assert lock["models"]["Qwen/Qwen3-4B"]["short"] == "1cfa9a7"

@@ -11,12 +11,18 @@ REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = REPO / "experiments"
 
 PAPER_SUITES = {  # Table 5: questions, K
-    "aime24": (30, 32), "aime25": (30, 32), "amc23": (40, 32),
-    "math500": (500, 8), "minerva": (272, 8), "olympiadbench": (170, 8),
+    "aime24": (30, 32),
+    "aime25": (30, 32),
+    "amc23": (40, 32),
+    "math500": (500, 8),
+    "minerva": (272, 8),
+    "olympiadbench": (170, 8),
 }
 PAPER_MODELS = {  # Table 4
-    "B1.7": ("Qwen/Qwen3-1.7B-Base", "ea980cb"), "B4": ("Qwen/Qwen3-4B-Base", "906bfd4"),
-    "I1.7": ("Qwen/Qwen3-1.7B", "70d244c"), "I4": ("Qwen/Qwen3-4B", "1cfa9a7"),
+    "B1.7": ("Qwen/Qwen3-1.7B-Base", "ea980cb"),
+    "B4": ("Qwen/Qwen3-4B-Base", "906bfd4"),
+    "I1.7": ("Qwen/Qwen3-1.7B", "70d244c"),
+    "I4": ("Qwen/Qwen3-4B", "1cfa9a7"),
     "I32": ("Qwen/Qwen3-32B", "9216db5"),
 }
 PAIRINGS = {"I4nothink-I1.7nothink", "I32nothink-I1.7nothink", "I4think-B1.7", "B4-B1.7", "I32think-B1.7"}
@@ -46,8 +52,14 @@ def test_paper_profile_holds_table3() -> None:
     manifests = load_manifests(EXPERIMENTS)
     entry = expand_grid(load_grid("table1", EXPERIMENTS))[0]
     train = resolve_run(None, "paper", manifests, entry_values=entry.values).train
-    table3 = (train.prompts_per_batch, train.group_size, train.per_device_batch, train.grad_accum,
-              train.replicas, train.minibatch_responses)
+    table3 = (
+        train.prompts_per_batch,
+        train.group_size,
+        train.per_device_batch,
+        train.grad_accum,
+        train.replicas,
+        train.minibatch_responses,
+    )
     assert table3 == (64, 8, 1, 8, 8, 64)
     assert train.prompts_per_batch * train.group_size // train.minibatch_responses == 8  # optimiser steps per batch
 
@@ -70,8 +82,14 @@ def test_table1_expands_to_ten_runs() -> None:
 def test_lambda_grid_covers_table2_rows() -> None:
     entries = expand_grid(load_grid("lambda", EXPERIMENTS))
     rows = {(e.values["pairing"], e.values.get("gropd.lam")) for e in entries if e.values["method"] == "gropd"}
-    assert rows >= {("I4nothink-I1.7nothink", 0.5), ("I4nothink-I1.7nothink", 0.25), ("I4nothink-I1.7nothink", 0.2),
-                    ("I32nothink-I1.7nothink", 0.25), ("I32nothink-I1.7nothink", 0.2), ("I4think-B1.7", 0.0)}
+    assert rows >= {
+        ("I4nothink-I1.7nothink", 0.5),
+        ("I4nothink-I1.7nothink", 0.25),
+        ("I4nothink-I1.7nothink", 0.2),
+        ("I32nothink-I1.7nothink", 0.25),
+        ("I32nothink-I1.7nothink", 0.2),
+        ("I4think-B1.7", 0.0),
+    }
 
 
 def test_gamma_grid_and_seeds() -> None:

@@ -20,8 +20,16 @@ CPU = torch.device("cpu")
 
 def tiny_lm(seed: int = 0) -> Qwen3ForCausalLM:
     torch.manual_seed(seed)
-    config = Qwen3Config(vocab_size=24, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=64)
+    config = Qwen3Config(
+        vocab_size=24,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=64,
+    )
     return Qwen3ForCausalLM(config).eval()
 
 
@@ -39,7 +47,7 @@ def test_packed_logprobs_equal_unpadded_forward() -> None:
             dist = logits[len(prompt) - 1 + t]
             assert entropy[row, t].item() == pytest.approx(-(dist.exp() * dist).sum().item(), abs=1e-5)
         assert batch.response_mask[row].sum().item() == len(response)
-        assert logp[row, len(response):].abs().sum().item() == 0
+        assert logp[row, len(response) :].abs().sum().item() == 0
 
 
 def test_hf_rollout_is_seeded_groups_prompts_and_stops() -> None:
@@ -61,8 +69,14 @@ def rule(**kw) -> CollapseRule:
 
 
 def record(step: int, reward: float, capped: float = 0.0, loss: float = 0.1) -> dict:
-    return {"step": step, "verifier_reward": reward, "frac_at_len_cap": capped, "loss": loss,
-            "mean_advantage_abs": 1.0, "grad_norm": 1.0}
+    return {
+        "step": step,
+        "verifier_reward": reward,
+        "frac_at_len_cap": capped,
+        "loss": loss,
+        "mean_advantage_abs": 1.0,
+        "grad_norm": 1.0,
+    }
 
 
 def test_collapse_rules() -> None:

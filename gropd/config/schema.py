@@ -61,6 +61,10 @@ class TrainSettings(Strict):
                 f"minibatch_responses={self.minibatch_responses} must equal per_device_batch x grad_accum x "
                 f"replicas = {self.per_device_batch} x {self.grad_accum} x {self.replicas} = {per_step}"
             )
+        if self.minibatch_responses % self.group_size:
+            raise ValueError(
+                f"minibatch_responses={self.minibatch_responses} must hold whole groups of group_size={self.group_size}"
+            )
         rollout = self.prompts_per_batch * self.group_size
         if rollout % self.minibatch_responses:
             raise ValueError(

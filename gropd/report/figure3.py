@@ -62,13 +62,18 @@ def build_figure3(ctx: ReportContext) -> FigureSet:
     lam_runs, gamma_runs = grid_runs(ctx, "lambda"), grid_runs(ctx, "gamma")
     gamma = (ctx.train_defaults().get("gropd") or {}).get("gamma")
     fig_a, missing_a = dynamics_figure(
-        ctx, lam_runs, f"Figure 3(a): {metric}, λ sweep at γ = {gamma} (grid lambda)\n"
-                       f"bold: {window}-step moving average")
+        ctx,
+        lam_runs,
+        f"Figure 3(a): {metric}, λ sweep at γ = {gamma} (grid lambda)\nbold: {window}-step moving average",
+    )
     fig_b, missing_b = dynamics_figure(
-        ctx, gamma_runs, f"Figure 3(b): {metric}, γ = .99 solid vs γ = 1 dashed (grid gamma)\n"
-                         f"bold: {window}-step moving average")
-    return FigureSet(figures={"fig3a": fig_a, "fig3b": fig_b}, runs=lam_runs + gamma_runs,
-                     missing=missing_a + missing_b)
+        ctx,
+        gamma_runs,
+        f"Figure 3(b): {metric}, γ = .99 solid vs γ = 1 dashed (grid gamma)\nbold: {window}-step moving average",
+    )
+    return FigureSet(
+        figures={"fig3a": fig_a, "fig3b": fig_b}, runs=lam_runs + gamma_runs, missing=missing_a + missing_b
+    )
 
 
 def fig3(ctx: ReportContext) -> list[Path]:
@@ -76,11 +81,17 @@ def fig3(ctx: ReportContext) -> list[Path]:
     figures = build_figure3(ctx)
     paths = [path for stem, fig in figures.figures.items() for path in save_figure(fig, ctx.out_dir, stem)]
     s = ctx.settings
-    caption = (f"y: `{s.fig3.metric}` per rollout batch; faint: per step; bold: trailing {s.fig3.window}-step "
-               f"moving average; dot: the run's last step. Vanilla OPD {s.style.opd_colour}; GR-OPD coloured by λ "
-               f"({s.style.lambda_cmap}); γ = 1 dashed. Profile {ctx.profile}.")
-    paths.append(write_figure_markdown(ctx.out_dir, "fig3", "Figure 3: training dynamics", caption,
-                                       list(figures.figures), figures.missing))
+    caption = (
+        f"y: `{s.fig3.metric}` per rollout batch; faint: per step; bold: trailing {s.fig3.window}-step "
+        f"moving average; dot: the run's last step. Vanilla OPD {s.style.opd_colour}; GR-OPD coloured by λ "
+        f"({s.style.lambda_cmap}); γ = 1 dashed. Profile {ctx.profile}."
+    )
+    paths.append(
+        write_figure_markdown(
+            ctx.out_dir, "fig3", "Figure 3: training dynamics", caption, list(figures.figures), figures.missing
+        )
+    )
     manifests = ctx.manifest_files("grids/lambda.yaml", "grids/gamma.yaml", "report.yaml")
-    return paths + [write_provenance(ctx, "fig3", runs=figures.runs, manifests=manifests, outputs=paths,
-                                     missing=figures.missing)]
+    return paths + [
+        write_provenance(ctx, "fig3", runs=figures.runs, manifests=manifests, outputs=paths, missing=figures.missing)
+    ]

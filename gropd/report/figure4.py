@@ -45,8 +45,14 @@ def build_figure4(ctx: ReportContext) -> FigureSet:
             if not values:
                 missing.append(missing_line(run, f"no {key} values in metrics.jsonl"))
                 continue
-            ax.plot(steps, centred_mean(values, window), color=colour, linestyle=linestyle, linewidth=2.0,
-                    label=run_label(run, defaults))
+            ax.plot(
+                steps,
+                centred_mean(values, window),
+                color=colour,
+                linestyle=linestyle,
+                linewidth=2.0,
+                label=run_label(run, defaults),
+            )
     for ax, (letter, _, name, scale) in zip(axes, PANELS, strict=True):
         ax.set_yscale(scale)
         ax.set_title(f"({letter}) {name}", fontsize=9)
@@ -54,8 +60,9 @@ def build_figure4(ctx: ReportContext) -> FigureSet:
     if axes[0].get_legend_handles_labels()[0]:
         axes[0].legend(fontsize=7)
     title = pairing_title(ctx.manifest("pairings"), pairing)
-    fig.suptitle(f"Figure 4: γ = 1 (dashed) vs γ = .99 (solid) on {title}; centred {window}-step moving averages",
-                 fontsize=10)
+    fig.suptitle(
+        f"Figure 4: γ = 1 (dashed) vs γ = .99 (solid) on {title}; centred {window}-step moving averages", fontsize=10
+    )
     return FigureSet(figures={"fig4": fig}, runs=runs, missing=missing)
 
 
@@ -64,11 +71,15 @@ def fig4(ctx: ReportContext) -> list[Path]:
     figures = build_figure4(ctx)
     paths = save_figure(figures.figures["fig4"], ctx.out_dir, "fig4")
     s = ctx.settings
-    caption = (f"Pairing {s.fig4.pairing}, grid gamma, profile {ctx.profile}. Lines: centred {s.fig4.window}-step "
-               f"moving averages of each metric's non-null values; GR-OPD coloured by λ ({s.style.lambda_cmap}); "
-               "panel A on a log axis.")
-    paths.append(write_figure_markdown(ctx.out_dir, "fig4", "Figure 4: γ = 1 vs γ = .99", caption, ["fig4"],
-                                       figures.missing))
+    caption = (
+        f"Pairing {s.fig4.pairing}, grid gamma, profile {ctx.profile}. Lines: centred {s.fig4.window}-step "
+        f"moving averages of each metric's non-null values; GR-OPD coloured by λ ({s.style.lambda_cmap}); "
+        "panel A on a log axis."
+    )
+    paths.append(
+        write_figure_markdown(ctx.out_dir, "fig4", "Figure 4: γ = 1 vs γ = .99", caption, ["fig4"], figures.missing)
+    )
     manifests = ctx.manifest_files("grids/gamma.yaml", "report.yaml")
-    return paths + [write_provenance(ctx, "fig4", runs=figures.runs, manifests=manifests, outputs=paths,
-                                     missing=figures.missing)]
+    return paths + [
+        write_provenance(ctx, "fig4", runs=figures.runs, manifests=manifests, outputs=paths, missing=figures.missing)
+    ]

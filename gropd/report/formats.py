@@ -44,6 +44,7 @@ def plain(texts: list[str]) -> list[Cell]:
 
 def to_markdown(table: Table) -> str:
     """`### title`, the caption, a pipe table (bold as **x**), then footnotes and a 'Missing' list."""
+
     def cell(c: Cell) -> str:
         text = c.text.replace("|", "\\|")
         return f"**{text}**" if c.bold and text else text
@@ -59,10 +60,31 @@ def to_markdown(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
-LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-LATEX_UNICODE = {"→": r"$\to$", "λ": r"$\lambda$", "γ": r"$\gamma$", "±": r"$\pm$", "‡": r"$^{\ddagger}$",
-                 "†": r"$^{\dagger}$", "—": "---", "–": "--", "≠": r"$\neq$", "μ": r"$\mu$", "σ": r"$\sigma$"}
+LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+LATEX_UNICODE = {
+    "→": r"$\to$",
+    "λ": r"$\lambda$",
+    "γ": r"$\gamma$",
+    "±": r"$\pm$",
+    "‡": r"$^{\ddagger}$",
+    "†": r"$^{\dagger}$",
+    "—": "---",
+    "–": "--",
+    "≠": r"$\neq$",
+    "μ": r"$\mu$",
+    "σ": r"$\sigma$",
+}
 
 
 def latex_escape(text: str) -> str:
@@ -75,14 +97,23 @@ def latex_escape(text: str) -> str:
 
 def to_latex(table: Table) -> str:
     """A booktabs `table` environment: label columns left-aligned, the rest right-aligned; notes below."""
+
     def cell(c: Cell) -> str:
         text = latex_escape(c.text)
         return rf"\textbf{{{text}}}" if c.bold and text else text
 
     align = "l" * table.label_columns + "r" * (len(table.header) - table.label_columns)
-    lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{latex_escape(table.title)}. "
-             rf"{latex_escape(table.caption)}}}", rf"\label{{tab:{table.name}}}", rf"\begin{{tabular}}{{{align}}}",
-             r"\toprule", " & ".join(latex_escape(h) for h in table.header) + r" \\", r"\midrule"]
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\caption{{{latex_escape(table.title)}. "
+        rf"{latex_escape(table.caption)}}}",
+        rf"\label{{tab:{table.name}}}",
+        rf"\begin{{tabular}}{{{align}}}",
+        r"\toprule",
+        " & ".join(latex_escape(h) for h in table.header) + r" \\",
+        r"\midrule",
+    ]
     lines += [" & ".join(cell(c) for c in row) + r" \\" for row in table.rows]
     lines += [r"\bottomrule", r"\end{tabular}"]
     for note in table.notes + [f"Missing: {item}" for item in table.missing]:

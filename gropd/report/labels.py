@@ -25,8 +25,11 @@ def run_params(run: GridRun, defaults: dict[str, Any]) -> RunParams:
     if method != "gropd":
         return RunParams(method=method, lam=None, gamma=None)
     gropd = defaults.get("gropd") or {}
-    return RunParams(method=method, lam=float(run.field("lam", gropd.get("lam"))),
-                     gamma=float(run.field("gamma", gropd.get("gamma"))))
+    return RunParams(
+        method=method,
+        lam=float(run.field("lam", gropd.get("lam"))),
+        gamma=float(run.field("gamma", gropd.get("gamma"))),
+    )
 
 
 def num(value: float) -> str:

@@ -38,8 +38,12 @@ def build_table3(ctx: ReportContext) -> Table:
     paper = read_yaml(ctx.experiments_dir / "train.yaml")["train"]
     extra = ctx.profile != "paper"
     rows = [plain([label, str(ours[key])] + ([str(paper[key])] if extra else [])) for key, label in TABLE3]
-    rows.append(plain(["optimiser steps per rollout batch", str(optimiser_steps(ours))]
-                      + ([str(optimiser_steps(paper))] if extra else [])))
+    rows.append(
+        plain(
+            ["optimiser steps per rollout batch", str(optimiser_steps(ours))]
+            + ([str(optimiser_steps(paper))] if extra else [])
+        )
+    )
     header = ["quantity", f"{ctx.profile} profile"] + (["paper setting (train.yaml)"] if extra else [])
     caption = f"From experiments/train.yaml layered with experiments/profiles/{ctx.profile}.yaml."
     return Table(name="table3", title="Table 3: training setting", caption=caption, header=header, rows=rows)
@@ -73,9 +77,17 @@ def build_table4(ctx: ReportContext) -> Table:
         rows.append(plain(row))
     header = ["label", "model", "repo", "revision"] + (["full revision (lock.yaml)"] if paper else [])
     caption = f"From experiments/models.yaml, section {ctx.profile}" + (
-        "; full revisions from experiments/lock.yaml." if paper else ".")
-    return Table(name="table4", title="Table 4: models", caption=caption, header=header, rows=rows, missing=missing,
-                 label_columns=len(header))
+        "; full revisions from experiments/lock.yaml." if paper else "."
+    )
+    return Table(
+        name="table4",
+        title="Table 4: models",
+        caption=caption,
+        header=header,
+        rows=rows,
+        missing=missing,
+        label_columns=len(header),
+    )
 
 
 def used_counts(ctx: ReportContext) -> dict[str, set[int]]:
@@ -102,24 +114,51 @@ def build_table5(ctx: ReportContext) -> Table:
         seen = sorted(used.get(key, set()))
         if not seen:
             missing.append(f"suite {key}: questions used unknown (no eval/summary.json under {ctx.profile_results})")
-        rows.append(plain([str(record.get("title", key)), str(record.get("k")),
-                           count_text([paper_count] if paper_count is not None else []), count_text(seen)]))
+        rows.append(
+            plain(
+                [
+                    str(record.get("title", key)),
+                    str(record.get("k")),
+                    count_text([paper_count] if paper_count is not None else []),
+                    count_text(seen),
+                ]
+            )
+        )
     paper_counts = [r.get("paper_questions") for r in suites.values()]
     paper_total = sum(paper_counts) if paper_counts and None not in paper_counts else None
     used_total = sum(max(used[k]) for k in suites) if suites and all(k in used for k in suites) else None
-    rows.append(plain(["Total", "", count_text([paper_total] if paper_total is not None else []),
-                       count_text([used_total] if used_total is not None else [])]))
-    caption = (f"From experiments/suites.yaml, section {ctx.profile}; 'used' = the counts in this profile's "
-               "evaluation summaries (total: the largest count per suite).")
-    return Table(name="table5", title="Table 5: evaluation suites", caption=caption,
-                 header=["suite", "K", "paper questions", "questions used"], rows=rows, missing=missing)
+    rows.append(
+        plain(
+            [
+                "Total",
+                "",
+                count_text([paper_total] if paper_total is not None else []),
+                count_text([used_total] if used_total is not None else []),
+            ]
+        )
+    )
+    caption = (
+        f"From experiments/suites.yaml, section {ctx.profile}; 'used' = the counts in this profile's "
+        "evaluation summaries (total: the largest count per suite)."
+    )
+    return Table(
+        name="table5",
+        title="Table 5: evaluation suites",
+        caption=caption,
+        header=["suite", "K", "paper questions", "questions used"],
+        rows=rows,
+        missing=missing,
+    )
 
 
 def write_manifest_table(ctx: ReportContext, table: Table, manifests: list[str]) -> list[Path]:
     """Write a manifest table's three formats and its provenance sidecar (no runs)."""
     paths = write_table(table, ctx.out_dir)
-    return paths + [write_provenance(ctx, table.name, runs=[], manifests=ctx.manifest_files(*manifests),
-                                     outputs=paths, missing=table.missing)]
+    return paths + [
+        write_provenance(
+            ctx, table.name, runs=[], manifests=ctx.manifest_files(*manifests), outputs=paths, missing=table.missing
+        )
+    ]
 
 
 def table3(ctx: ReportContext) -> list[Path]:

@@ -86,8 +86,9 @@ def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
     return paths
 
 
-def write_figure_markdown(out_dir: Path, name: str, title: str, caption: str, stems: list[str],
-                          missing: list[str]) -> Path:
+def write_figure_markdown(
+    out_dir: Path, name: str, title: str, caption: str, stems: list[str], missing: list[str]
+) -> Path:
     """<name>.md: the title, caption, the PNGs, and the missing/partial runs with reasons."""
     lines = [f"### {title}", "", caption, ""] + [f"![{stem}]({stem}.png)" for stem in stems]
     lines += ["", "**Missing:** none" if not missing else "**Missing:**"] + [f"- {item}" for item in missing]

@@ -17,8 +17,15 @@ def file_digest(path: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else None
 
 
-def write_provenance(ctx: ReportContext, name: str, *, runs: list[GridRun], manifests: list[Path],
-                     outputs: list[Path], missing: list[str]) -> Path:
+def write_provenance(
+    ctx: ReportContext,
+    name: str,
+    *,
+    runs: list[GridRun],
+    manifests: list[Path],
+    outputs: list[Path],
+    missing: list[str],
+) -> Path:
     """Write out_dir/<name>.provenance.json: profile, UTC build time, runs (id, config hash, state),
     manifest digests, report settings, the outputs written and the missing cells/runs with reasons."""
     record: dict[str, Any] = {
@@ -26,9 +33,15 @@ def write_provenance(ctx: ReportContext, name: str, *, runs: list[GridRun], mani
         "profile": ctx.profile,
         "built": datetime.now(UTC).isoformat(timespec="seconds"),
         "results_root": str(ctx.results_root),
-        "runs": [{"run_id": run.run_id, "state": run.state,
-                  "config_hash": (run.status or {}).get("config_hash"),
-                  "updated": (run.status or {}).get("updated")} for run in runs],
+        "runs": [
+            {
+                "run_id": run.run_id,
+                "state": run.state,
+                "config_hash": (run.status or {}).get("config_hash"),
+                "updated": (run.status or {}).get("updated"),
+            }
+            for run in runs
+        ],
         "manifests": {str(path): file_digest(path) for path in manifests},
         "settings": ctx.settings.model_dump(mode="json", exclude={"paper_reference"}),
         "outputs": [path.name for path in outputs],

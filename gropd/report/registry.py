@@ -26,8 +26,14 @@ ARTEFACTS: dict[str, Callable[[ReportContext], list[Path]]] = {
 }
 
 
-def build(names: list[str], *, profile: str, results_root: Path = Path("results"),
-          experiments_dir: Path = Path("experiments"), out_root: Path = Path("paper_figures")) -> list[Path]:
+def build(
+    names: list[str],
+    *,
+    profile: str,
+    results_root: Path = Path("results"),
+    experiments_dir: Path = Path("experiments"),
+    out_root: Path = Path("paper_figures"),
+) -> list[Path]:
     """Build the named artefacts from results/ and experiments/ only; returns every file written.
 
     Unknown artefact or profile names raise ValueError listing the valid ones. Reads only: it never
@@ -38,6 +44,11 @@ def build(names: list[str], *, profile: str, results_root: Path = Path("results"
     profiles = sorted(path.stem for path in (experiments_dir / "profiles").glob("*.yaml"))
     if profile not in profiles:
         raise ValueError(f"unknown profile {profile!r}; valid: {', '.join(profiles)}")
-    ctx = ReportContext(profile=profile, results_root=results_root, experiments_dir=experiments_dir,
-                        out_dir=out_root / profile, settings=load_settings(experiments_dir / "report.yaml"))
+    ctx = ReportContext(
+        profile=profile,
+        results_root=results_root,
+        experiments_dir=experiments_dir,
+        out_dir=out_root / profile,
+        settings=load_settings(experiments_dir / "report.yaml"),
+    )
     return [path for name in names for path in ARTEFACTS[name](ctx)]

@@ -42,6 +42,7 @@ def finished_summaries(runs: list[GridRun], suites: list[str]) -> tuple[list[dic
             missing.append(missing_line(run, "no eval/summary.json"))
         else:
             summaries.append(summary)
-            missing += [missing_line(run, f"no {suite} score in eval/summary.json")
-                        for suite in missing_suites(summary, suites)]
+            missing += [
+                missing_line(run, f"no {suite} score in eval/summary.json") for suite in missing_suites(summary, suites)
+            ]
     return summaries, missing

@@ -39,8 +39,10 @@ def row_stats(summaries: list[dict[str, Any]], suites: list[str]) -> list[SeedSt
     """Per suite, then Macro: seed statistics over the summaries that have the value."""
     columns = [[suite_field(s, suite, "avg_at_k") for s in summaries] for suite in suites]
     columns.append([macro(s, suites) for s in summaries])
-    return [seed_stats([v for v in values if v is not None]) if any(v is not None for v in values) else None
-            for values in columns]
+    return [
+        seed_stats([v for v in values if v is not None]) if any(v is not None for v in values) else None
+        for values in columns
+    ]
 
 
 def build_rows(ctx: ReportContext, runs: list[GridRun], suites: list[str]) -> tuple[list[Row], list[str], list[str]]:
@@ -60,8 +62,10 @@ def build_rows(ctx: ReportContext, runs: list[GridRun], suites: list[str]) -> tu
 
 def column_marks(rows: list[Row], column: int) -> tuple[set[int], set[int]]:
     """(bold rows, tied rows) of one column among the rows of one pairing (indices into `rows`)."""
-    scored = sorted(((row.stats[column], i) for i, row in enumerate(rows) if not row.collapsed
-                     and row.stats[column] is not None), key=lambda pair: -pair[0].mean)
+    scored = sorted(
+        ((row.stats[column], i) for i, row in enumerate(rows) if not row.collapsed and row.stats[column] is not None),
+        key=lambda pair: -pair[0].mean,
+    )
     if not scored:
         return set(), set()
     (best, ibest), others = scored[0], scored[1:]
@@ -91,8 +95,15 @@ def suite_header(ctx: ReportContext, key: str, record: dict[str, Any], runs: lis
     title = f"{record.get('title', key)}"
     paper_count = record.get("paper_questions")
     if ctx.profile == "paper" and paper_count is not None:
-        used = sorted({int(q) for run in runs if run.state == "finished" and (s := run.summary())
-                       and (q := suite_field(s, key, "questions")) is not None})
+        used = sorted(
+            {
+                int(q)
+                for run in runs
+                if run.state == "finished"
+                and (s := run.summary())
+                and (q := suite_field(s, key, "questions")) is not None
+            }
+        )
         if used and used != [int(paper_count)]:
             title += f" ({', '.join(map(str, used))}/{paper_count})"
     return f"{title} Avg@{record.get('k')}"
@@ -113,15 +124,27 @@ def build_table1(ctx: ReportContext) -> tuple[Table, list[GridRun]]:
             tied = {c for c, (_, t) in enumerate(marks) if i in t}
             cells.append(render_row(row, bold, tied, decimals))
     several = any(stats is not None and stats.n > 1 for row in rows for stats in row.stats)
-    caption = (f"Avg@K (%) per suite and Macro (unweighted mean of the {len(suites)} unrounded suite scores), "
-               f"{decimals} decimals; {ctx.profile} profile, grid table1"
-               + ("; mean ± sample std over seeds." if several else "."))
-    notes = [f"Bold: the higher entry of a pairing per column (unrounded), when it beats the other by more than "
-             f"the larger seed spread. {TIE}: difference within that spread, neither bold. "
-             f"{COLLAPSE}: the run's collapse rule fired."] + collapses
+    caption = (
+        f"Avg@K (%) per suite and Macro (unweighted mean of the {len(suites)} unrounded suite scores), "
+        f"{decimals} decimals; {ctx.profile} profile, grid table1"
+        + ("; mean ± sample std over seeds." if several else ".")
+    )
+    notes = [
+        f"Bold: the higher entry of a pairing per column (unrounded), when it beats the other by more than "
+        f"the larger seed spread. {TIE}: difference within that spread, neither bold. "
+        f"{COLLAPSE}: the run's collapse rule fired."
+    ] + collapses
     header = ["Pairing", "Method"] + [suite_header(ctx, k, r, runs) for k, r in suites.items()] + ["Macro"]
-    table = Table(name="table1", title="Table 1: GR-OPD vs vanilla OPD, Avg@K", caption=caption, header=header,
-                  rows=cells, notes=notes, missing=missing, label_columns=2)
+    table = Table(
+        name="table1",
+        title="Table 1: GR-OPD vs vanilla OPD, Avg@K",
+        caption=caption,
+        header=header,
+        rows=cells,
+        notes=notes,
+        missing=missing,
+        label_columns=2,
+    )
     return table, runs
 
 
@@ -130,5 +153,8 @@ def table1(ctx: ReportContext) -> list[Path]:
     table, runs = build_table1(ctx)
     paths = write_table(table, ctx.out_dir)
     manifests = ctx.manifest_files("grids/table1.yaml", "suites.yaml", "pairings.yaml", "train.yaml")
-    return paths + [write_provenance(ctx, "table1", runs=runs, manifests=manifests, outputs=paths,
-                                     missing=table.missing + table.notes[1:])]
+    return paths + [
+        write_provenance(
+            ctx, "table1", runs=runs, manifests=manifests, outputs=paths, missing=table.missing + table.notes[1:]
+        )
+    ]

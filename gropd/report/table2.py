@@ -68,8 +68,9 @@ def build_table2(ctx: ReportContext) -> tuple[Table, list[GridRun]]:
         row = plain([pairing_title(pairings, pairing), num(lam), num(gamma)])
         if results:
             first, last = min(s[0] for _, s in results), max(s[1] for _, s in results)
-            row += [Cell(f"{first}–{last}")] + [stats_cell(seed_stats([m[key] for m, _ in results]), decimals)
-                                               for key in METRICS]
+            row += [Cell(f"{first}–{last}")] + [
+                stats_cell(seed_stats([m[key] for m, _ in results]), decimals) for key in METRICS
+            ]
         else:
             row += plain(["—", "—", "—"])
         if paper:
@@ -79,12 +80,22 @@ def build_table2(ctx: ReportContext) -> tuple[Table, list[GridRun]]:
     header = ["Pairing", "λ", "γ", "steps", "normalised pressure", "retained pressure"]
     if paper:
         header += ["paper (reference): normalised", "paper (reference): retained"]
-    caption = (f"Pressure proxies of GR-OPD, each the mean over the run's rollout batches in the steps column "
-               "(first–last step logged); several seeds: mean ± sample std; "
-               f"{decimals} decimals; {ctx.profile} profile, grid lambda"
-               + (". Paper columns: the published values, for reference." if paper else "."))
-    table = Table(name="table2", title="Table 2: normalised and retained teacher pressure", caption=caption,
-                  header=header, rows=rows, notes=notes, missing=missing, label_columns=3)
+    caption = (
+        f"Pressure proxies of GR-OPD, each the mean over the run's rollout batches in the steps column "
+        "(first–last step logged); several seeds: mean ± sample std; "
+        f"{decimals} decimals; {ctx.profile} profile, grid lambda"
+        + (". Paper columns: the published values, for reference." if paper else ".")
+    )
+    table = Table(
+        name="table2",
+        title="Table 2: normalised and retained teacher pressure",
+        caption=caption,
+        header=header,
+        rows=rows,
+        notes=notes,
+        missing=missing,
+        label_columns=3,
+    )
     return table, runs
 
 
@@ -93,5 +104,8 @@ def table2(ctx: ReportContext) -> list[Path]:
     table, runs = build_table2(ctx)
     paths = write_table(table, ctx.out_dir)
     manifests = ctx.manifest_files("grids/lambda.yaml", "pairings.yaml", "train.yaml", "report.yaml")
-    return paths + [write_provenance(ctx, "table2", runs=runs, manifests=manifests, outputs=paths,
-                                     missing=table.missing + table.notes)]
+    return paths + [
+        write_provenance(
+            ctx, "table2", runs=runs, manifests=manifests, outputs=paths, missing=table.missing + table.notes
+        )
+    ]

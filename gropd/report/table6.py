@@ -42,17 +42,28 @@ def build_table6(ctx: ReportContext) -> tuple[Table, list[GridRun]]:
         missing += lacking
         record = models.get(model) or {}
         row = plain([str(record.get("name", model)), str(mode), str(record.get("role", "—"))])
-        row += [measured(summaries, suites, "avg_at_k", settings.macro_decimals),
-                measured(summaries, suites, "mean_tokens", settings.token_decimals)]
+        row += [
+            measured(summaries, suites, "avg_at_k", settings.macro_decimals),
+            measured(summaries, suites, "mean_tokens", settings.token_decimals),
+        ]
         rows.append(row + (reference(ctx.settings.paper_reference.table6, model, mode) if paper else []))
     header = ["model", "mode", "role", "Macro Avg@K", "mean tokens"]
     if paper:
         header += ["paper (reference): Macro Avg@K", "paper (reference): mean tokens"]
-    caption = (f"Macro: unweighted mean of the {len(suites)} unrounded suite Avg@K (%); mean tokens: unweighted "
-               f"mean of the suites' mean response tokens; {ctx.profile} profile, grid table6"
-               + (". Paper columns: the published values, for reference." if paper else "."))
-    table = Table(name="table6", title="Table 6: pre-OPD references", caption=caption, header=header, rows=rows,
-                  missing=missing, label_columns=3)
+    caption = (
+        f"Macro: unweighted mean of the {len(suites)} unrounded suite Avg@K (%); mean tokens: unweighted "
+        f"mean of the suites' mean response tokens; {ctx.profile} profile, grid table6"
+        + (". Paper columns: the published values, for reference." if paper else ".")
+    )
+    table = Table(
+        name="table6",
+        title="Table 6: pre-OPD references",
+        caption=caption,
+        header=header,
+        rows=rows,
+        missing=missing,
+        label_columns=3,
+    )
     return table, runs
 
 
@@ -61,5 +72,6 @@ def table6(ctx: ReportContext) -> list[Path]:
     table, runs = build_table6(ctx)
     paths = write_table(table, ctx.out_dir)
     manifests = ctx.manifest_files("grids/table6.yaml", "models.yaml", "suites.yaml", "report.yaml")
-    return paths + [write_provenance(ctx, "table6", runs=runs, manifests=manifests, outputs=paths,
-                                     missing=table.missing)]
+    return paths + [
+        write_provenance(ctx, "table6", runs=runs, manifests=manifests, outputs=paths, missing=table.missing)
+    ]

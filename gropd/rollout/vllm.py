@@ -93,8 +93,10 @@ def rollout_batch_from_outputs(outputs: Sequence[Any], n: int) -> RolloutBatch:
             raise ValueError(f"prompt {i}: vLLM returned {len(completions)} completions, expected n={n}")
         for completion in completions:
             if completion.finish_reason not in FINISH_REASONS:
-                raise RuntimeError(f"prompt {i}: vLLM finished a response with {completion.finish_reason!r}, "
-                                   f"expected one of {FINISH_REASONS}")
+                raise RuntimeError(
+                    f"prompt {i}: vLLM finished a response with {completion.finish_reason!r}, "
+                    f"expected one of {FINISH_REASONS}"
+                )
             batch.prompt_ids.append(list(request.prompt_token_ids))
             batch.response_ids.append(list(completion.token_ids))
             batch.finish_reasons.append(completion.finish_reason)
@@ -148,18 +150,21 @@ class VLLMRollout:
             distributed_executor_backend=distributed_executor(os.environ),
         )
 
-    def generate(
-        self, prompt_ids: list[list[int]], n: int, sampling: SamplingSettings, seed: int
-    ) -> RolloutBatch:
+    def generate(self, prompt_ids: list[list[int]], n: int, sampling: SamplingSettings, seed: int) -> RolloutBatch:
         """Sample n responses per prompt; row i*n+j is sample j of prompt i (seeded per request)."""
         if self._asleep:
             self._llm.wake_up()
             self._asleep = False
         params = [
             self._vllm.SamplingParams(
-                n=n, temperature=sampling.temperature, top_p=sampling.top_p,
-                max_tokens=sampling.max_new_tokens, logprobs=0, seed=request_seed(seed, i, n),
-                stop_token_ids=self._stops, ignore_eos=True,  # stop exactly at the mode's stop tokens
+                n=n,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                max_tokens=sampling.max_new_tokens,
+                logprobs=0,
+                seed=request_seed(seed, i, n),
+                stop_token_ids=self._stops,
+                ignore_eos=True,  # stop exactly at the mode's stop tokens
             )
             for i in range(len(prompt_ids))
         ]

@@ -65,8 +65,9 @@ def parse_completion_response(
     """[rows][T_r] response-token log-probs from one /v1/completions answer, in request order."""
     choices = sorted(body.get("choices") or [], key=lambda c: c["index"])
     if [c["index"] for c in choices] != list(range(len(prompt_ids))):
-        raise TeacherServerError(f"expected choices 0..{len(prompt_ids) - 1}, got indices "
-                                 f"{[c['index'] for c in choices]}")
+        raise TeacherServerError(
+            f"expected choices 0..{len(prompt_ids) - 1}, got indices {[c['index'] for c in choices]}"
+        )
     out = []
     for choice, prompt, response in zip(choices, prompt_ids, response_ids, strict=True):
         if choice.get("prompt_logprobs") is None:

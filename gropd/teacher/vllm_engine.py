@@ -55,8 +55,10 @@ def response_logprobs_from_prompt_logprobs(
         raise ValueError("the teacher prompt must have at least one token: position 0 has no log-prob")
     expected = prompt_len + len(response_ids)
     if len(prompt_logprobs) != expected:
-        raise ValueError(f"prompt_logprobs has {len(prompt_logprobs)} positions, expected "
-                         f"prompt_len + len(response_ids) = {expected}")
+        raise ValueError(
+            f"prompt_logprobs has {len(prompt_logprobs)} positions, expected "
+            f"prompt_len + len(response_ids) = {expected}"
+        )
     out: list[float] = []
     for t, token in enumerate(response_ids):
         position = prompt_logprobs[prompt_len + t]
@@ -64,8 +66,10 @@ def response_logprobs_from_prompt_logprobs(
             raise ValueError(f"prompt_logprobs[{prompt_len + t}] is None; only position 0 may be")
         entry = position.get(token, position.get(str(token)))
         if entry is None:
-            raise ValueError(f"prompt_logprobs[{prompt_len + t}] lacks the response token {token} "
-                             f"(keys {sorted(position)[:8]}); was prompt_logprobs requested?")
+            raise ValueError(
+                f"prompt_logprobs[{prompt_len + t}] lacks the response token {token} "
+                f"(keys {sorted(position)[:8]}); was prompt_logprobs requested?"
+            )
         out.append(_logprob_value(entry))
     return out
 

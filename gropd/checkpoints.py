@@ -1,0 +1,66 @@
+"""Where a model label's weights come from in a profile, and loading them.
+
+hub: the repo at the full revision from experiments/lock.yaml (paper runs refuse unpinned
+models); tiny: the suite's own tiny world (built on first use); local: a directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from gropd.config.lock import pinned_revision, read_lock
+from gropd.config.manifests import Manifests
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """A loadable checkpoint: a Hub repo or a local directory, and the exact revision."""
+
+    path: str
+    revision: str | None
+    tokenizer_path: str
+
+    def describe(self) -> str:
+        return f"{self.path}@{self.revision}" if self.revision else self.path
+
+
+def checkpoint_ref(manifests: Manifests, profile: str, label: str, lock_path: Path | None = None) -> CheckpointRef:
+    """Resolve a model label of `profile` to a loadable reference."""
+    source = manifests.model(profile, label)["source"]
+    if source["kind"] == "hub":
+        lock_path = lock_path or manifests.root / "lock.yaml"
+        full = pinned_revision(read_lock(lock_path), source["repo"], str(source["revision"]), lock_path)
+        return CheckpointRef(path=source["repo"], revision=full, tokenizer_path=source["repo"])
+    if source["kind"] == "tiny":
+        from gropd.tiny.world import ensure_tiny_world
+
+        world = ensure_tiny_world(manifests.root / "tiny_world.yaml")
+        return CheckpointRef(str(world.model_dir(source["label"])), None, str(world.tokenizer_dir))
+    return CheckpointRef(path=str(source["path"]), revision=None, tokenizer_path=str(source["path"]))
+
+
+def load_model(ref: CheckpointRef, device: torch.device, dtype: str) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=DTYPES[dtype])
+    return model.to(device)
+
+
+def load_tokenizer(ref: CheckpointRef):  # -> PreTrainedTokenizerBase
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(ref.tokenizer_path, revision=ref.revision)
+
+
+def check_same_tokenizer(teacher_tok, student_tok, teacher: str, student: str) -> None:
+    """Scoring appends student token ids to the teacher's prompt: the vocabularies must be identical."""
+    if teacher_tok.get_vocab() != student_tok.get_vocab():
+        raise ValueError(
+            f"teacher {teacher} and student {student} have different tokenizers; on-policy distillation "
+            "scores the student's token ids under the teacher, so the pairing needs one shared vocabulary"
+        )

@@ -1,0 +1,55 @@
+"""When a run has collapsed (DESIGN.md §1): non-finite numbers, or the run's YAML rule firing.
+
+Decided from the metrics history alone, so a resumed run decides exactly as an
+uninterrupted one. Verifier reward is a monitor here, never part of the objective.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gropd.config.schema import CollapseRule
+
+FINITE_KEYS = ("loss", "mean_advantage_abs", "grad_norm")
+
+
+def collapse_reason(history: list[dict[str, Any]], rule: CollapseRule) -> str | None:
+    """A sentence saying why the run has collapsed at its last step, or None.
+
+    Reward rule: with m_s the `reward_window`-step trailing moving average of
+    `verifier_reward` and m_0 its first full-window value, collapsed when
+    m_s < reward_fraction · m_0 for `reward_patience` consecutive steps (never fires when m_0 = 0).
+    Length rule: `frac_at_len_cap` >= len_cap_fraction for `len_cap_patience` consecutive steps.
+    """
+    last = history[-1]
+    for key in FINITE_KEYS:
+        value = last.get(key)
+        if value is None or not math.isfinite(value):
+            return f"non-finite {key} ({value}) at step {last['step']}"
+    averages = _trailing_means([record["verifier_reward"] for record in history], rule.reward_window)
+    if averages and averages[0] > 0:
+        floor = rule.reward_fraction * averages[0]
+        if _run_length(averages, lambda m: m < floor) >= rule.reward_patience:
+            return (
+                f"verifier-reward moving average below {rule.reward_fraction:g} x its start "
+                f"({averages[0]:.3f}) for {rule.reward_patience} steps"
+            )
+    capped = [record["frac_at_len_cap"] for record in history]
+    if _run_length(capped, lambda x: x >= rule.len_cap_fraction) >= rule.len_cap_patience:
+        return f"{rule.len_cap_fraction:.0%} or more of responses at the length cap for {rule.len_cap_patience} steps"
+    return None
+
+
+def _trailing_means(values: list[float], window: int) -> list[float]:
+    return [sum(values[i - window : i]) / window for i in range(window, len(values) + 1)]
+
+
+def _run_length(values: list[float], condition) -> int:
+    """How many values at the end of the list satisfy `condition` in a row."""
+    count = 0
+    for value in reversed(values):
+        if not condition(value):
+            break
+        count += 1
+    return count

@@ -1,0 +1,121 @@
+"""Run one run id end to end: resolve its config, train (kind train), evaluate, record status.
+
+A finished run (same config hash) is not redone; an interrupted one resumes; a run whose
+config changed since it started is refused unless `force` (which starts it afresh).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_yaml, resolve_run
+from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid, write_run_file
+from gropd.run_dir import RunDir
+
+DONE = ("finished", "collapsed")
+
+
+def grid_entries(manifests: Manifests, grids: list[str], seeds: list[int] | None = None) -> list[RunEntry]:
+    return [entry for name in grids for entry in expand_grid(load_grid(name, manifests.root), seeds)]
+
+
+def materialise(manifests: Manifests, profile: str, entries: list[RunEntry]) -> list[tuple[RunEntry, Path, str]]:
+    """Write (or keep, when edited) experiments/runs/<profile>/<run_id>.yaml for each entry."""
+    runs_dir = manifests.root / "runs" / profile
+    return [(entry, *write_run_file(entry, runs_dir)) for entry in entries]
+
+
+def find_run_file(manifests: Manifests, profile: str, run_id: str) -> Path:
+    """The run's YAML, generated from its grid if it does not exist yet."""
+    path = manifests.root / "runs" / profile / f"{run_id}.yaml"
+    if path.exists():
+        return path
+    grid = run_id.split("__", 1)[0]
+    if grid in grid_names(manifests.root):
+        for entry in grid_entries(manifests, [grid], seeds=[_seed_of(run_id)]):
+            if entry.run_id == run_id:
+                return write_run_file(entry, path.parent)[0]
+    raise ConfigError(str(path), "run_id", f"no run {run_id!r}", "an id listed by `./reproduce.sh runs`")
+
+
+def _seed_of(run_id: str) -> int:
+    tail = run_id.rsplit("__", 1)[-1]
+    return int(tail[4:]) if tail.startswith("seed") and tail[4:].isdigit() else 0
+
+
+def load_run(manifests: Manifests, profile: str, run_id: str, overrides: list[str] | None = None) -> RunConfig:
+    return resolve_run(find_run_file(manifests, profile, run_id), profile, manifests, overrides)
+
+
+def run_state(config: RunConfig, results_root: Path) -> tuple[RunDir, str]:
+    """(run dir, one of: new, finished, collapsed, resumable, changed)."""
+    run_dir = RunDir(results_root / config.profile / config.run_id)
+    status = run_dir.read_status()
+    if status is None:
+        return run_dir, "new"
+    if status.get("config_hash") != config_hash(config):
+        return run_dir, "changed"
+    return run_dir, status["status"] if status["status"] in DONE else "resumable"
+
+
+def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: bool = False) -> dict[str, Any]:
+    """Bring one run to `finished` or `collapsed`; returns its status."""
+    run_dir, state = run_state(config, results_root)
+    if state in DONE and not force:
+        print(f"[{config.run_id}] already {state}; nothing to do (--force redoes it)", file=sys.stderr)
+        return run_dir.read_status() or {}
+    if state == "changed" and not force:
+        raise ConfigError(
+            str(run_dir.config_path),
+            "config_hash",
+            f"run {config.run_id} was started with config {run_dir.read_status().get('config_hash')} "
+            f"but now resolves to {config_hash(config)}",
+            "the same config to resume, or --force to start it afresh",
+        )
+    if force or state == "changed":
+        shutil.rmtree(run_dir.root, ignore_errors=True)
+    run_dir.root.mkdir(parents=True, exist_ok=True)
+    run_dir.write_config(config_yaml(config))
+    status = run_dir.read_status() or {}
+    if not status:
+        status = run_dir.update_status(
+            **identity(config, manifests), status="running", reason=None, step=0, collapse_step=None
+        )
+    if config.kind == "train" and status["status"] == "running":
+        from gropd.training_run import train_run
+
+        status = run_dir.update_status(**train_run(config, manifests, run_dir))
+    if status["status"] in ("trained", "running"):
+        from gropd.evaluation import evaluate_run
+
+        evaluate_run(config, manifests, run_dir)
+        status = run_dir.update_status(status="finished")
+    return status
+
+
+def identity(config: RunConfig, manifests: Manifests) -> dict[str, Any]:
+    """The fields reports select runs by (results/README.md)."""
+    fields = {
+        "run_id": config.run_id,
+        "config_hash": config_hash(config),
+        "kind": config.kind,
+        "grid": config.grid,
+        "seed": config.seed,
+        "profile": config.profile,
+    }
+    if config.kind == "train":
+        student = manifests.pairings[config.pairing]["student"]
+        fields |= {
+            "pairing": config.pairing,
+            "method": config.method,
+            "model": student["model"],
+            "mode": student["mode"],
+            "lam": config.gropd.lam if config.method == "gropd" else None,
+            "gamma": config.gropd.gamma if config.method == "gropd" else None,
+        }
+    else:
+        fields |= {"model": config.model, "mode": config.mode, "pairing": None, "method": None}
+    return fields
