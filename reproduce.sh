@@ -33,6 +33,7 @@ ensure_venv() {
     python3.11 -m venv .venv 2>/dev/null || python3 -m venv .venv
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q -r requirements.txt
+    .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
     if command -v nvidia-smi >/dev/null 2>&1 && [ -f requirements-gpu.txt ]; then
       echo "CUDA machine: installing the GPU extra (vLLM)" >&2
       .venv/bin/python -m pip install -q -r requirements-gpu.txt && touch .venv/.gpu

@@ -115,7 +115,7 @@ def cmd_world(args: argparse.Namespace) -> int:
     from gropd.tiny.world import ensure_tiny_world
 
     world = ensure_tiny_world(EXPERIMENTS / "tiny_world.yaml", rebuild=args.rebuild)
-    print(f"tiny world {world.recipe_hash} at {world.root}")
+    print(f"tiny world {world.recipe_hash} at {world.directory}")
     return 0
 
 
@@ -146,7 +146,16 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def quiet_libraries() -> None:
+    """Our own progress lines say what is happening; the libraries' bars and notices only add noise."""
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
 def main(argv: list[str] | None = None) -> int:
+    quiet_libraries()
     args, extra = parser().parse_known_args(argv)
     bad = [item for item in extra if "=" not in item or item.startswith("-")]
     if bad:

@@ -13,6 +13,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -36,6 +37,7 @@ class Rollout:
     batch: RolloutBatch
     packed: PackedBatch
     logp_old: torch.Tensor
+    teacher_logp: torch.Tensor
     entropy: torch.Tensor
     f: torch.Tensor
     advantages: torch.Tensor
@@ -59,6 +61,7 @@ class StepContext:
     decode: Any
     pad_id: int
     grader: Grader  # built with thinking = (student mode is think)
+    dump_dir: Path | None = None  # where dump_steps' tensors go (batches/step_<N>.pt)
 
 
 def step_seed(seed: int, step: int, rank: int) -> int:
@@ -100,7 +103,17 @@ def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: i
     scores = trajectory_scores(f, mask, g.gamma)
     seconds = {"rollout": t1 - t0, "teacher": t2 - t1, "credit": time.perf_counter() - t2}
     return Rollout(
-        questions, batch, packed, logp_old, entropy, f, advantages, scores, stats["degenerate_groups"], seconds
+        questions,
+        batch,
+        packed,
+        logp_old,
+        teacher_logp,
+        entropy,
+        f,
+        advantages,
+        scores,
+        stats["degenerate_groups"],
+        seconds,
     )
 
 
@@ -220,6 +233,8 @@ def train_step(ctx: StepContext, config, questions: list[Question], step: int) -
     """One rollout batch end to end; returns its metrics record."""
     rank = ctx.accelerator.process_index
     rollout = collect_rollout(ctx, config, questions, step_seed(config.seed, step, rank))
+    if step in config.train.dump_steps and ctx.dump_dir is not None:
+        dump_rollout(rollout, ctx.dump_dir / f"step_{step}_rank{rank}.pt")
     t0 = time.perf_counter()
     update = update_policy(ctx, config, rollout)
     t1 = time.perf_counter()
@@ -233,6 +248,23 @@ def train_step(ctx: StepContext, config, questions: list[Question], step: int) -
         "time_update_s": t1 - t0 + rollout.seconds["credit"],
     }
     return {key: (None if isinstance(v, float) and math.isnan(v) else v) for key, v in record.items()}
+
+
+def dump_rollout(rollout: Rollout, path: Path) -> None:
+    """Save one rollout batch's tensors (log-probs, mask, f, S, A) for inspection and tests."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(
+        {
+            "logp_old": rollout.logp_old,
+            "teacher_logp": rollout.teacher_logp,
+            "mask": rollout.packed.response_mask,
+            "f": rollout.f,
+            "S": rollout.scores,
+            "advantages": rollout.advantages,
+            "response_ids": rollout.batch.response_ids,
+        },
+        path,
+    )
 
 
 def print_progress(run_id: str, record: dict[str, Any], total: int, started: float, first_step: int) -> None:

@@ -78,7 +78,7 @@ def save_checkpoint(accelerator: Accelerator, run_dir: RunDir, step: int, sample
 
 
 def build_context(
-    config: RunConfig, manifests: Manifests, accelerator: Accelerator
+    config: RunConfig, manifests: Manifests, accelerator: Accelerator, dump_dir: Path | None = None
 ) -> tuple[StepContext, PromptSampler]:
     set_seed(config.seed)
     student, teacher, render = pairing_roles(config, manifests)
@@ -103,6 +103,7 @@ def build_context(
         decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=False),
         pad_id=tokenizer.pad_token_id,
         grader=Grader(thinking=student.mode == "think"),
+        dump_dir=dump_dir,
     )
     pool = load_prompt_pool(config.train.prompts.source, config.profile)
     return ctx, PromptSampler(pool, config.seed)
@@ -117,7 +118,7 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
             f"{accelerator.num_processes} processes cannot share minibatches of {minibatch_prompts} prompts "
             "(train.minibatch_responses / train.group_size must be a multiple of the process count)"
         )
-    ctx, sampler = build_context(config, manifests, accelerator)
+    ctx, sampler = build_context(config, manifests, accelerator, run_dir.root / "batches")
     history, first = [], 1
     resume = latest_checkpoint(run_dir)
     if resume:

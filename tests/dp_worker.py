@@ -44,7 +44,7 @@ def synthetic_rollout(step: int, prompts_here: list[int], model, device) -> Roll
     A = torch.stack(advantages)[:, :width] * packed.response_mask
     batch = RolloutBatch(prompt_ids=prompts, response_ids=responses, finish_reasons=["stop"] * len(responses))
     zeros = torch.zeros_like(A)
-    return Rollout([], batch, packed, logp_old, zeros, zeros, A, torch.zeros(len(responses)), 0, {})
+    return Rollout([], batch, packed, logp_old, zeros, zeros, zeros, A, torch.zeros(len(responses)), 0, {})
 
 
 def build(mode: str, accelerator: Accelerator):

@@ -51,6 +51,7 @@ class TrainSettings(Strict):
     agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
     checkpoint_every: int = Field(ge=1)
     keep_checkpoints: int = Field(ge=1, default=2)
+    dump_steps: list[int] = Field(default_factory=list)  # rollout batches whose tensors are saved for inspection
     prompts: PromptPool = PromptPool()
 
     @model_validator(mode="after")

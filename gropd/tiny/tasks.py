@@ -1,0 +1,213 @@
+"""Six generated arithmetic suites of rising difficulty, with worked solutions.
+
+    task     question    operands                                steps
+    add      47+85       a, b in [10, 99]                        2 columns with carries
+    sub      85-47       a > b in [10, 99]                       2 columns with borrows
+    mul      347*6       a in [100, 999], b in [2, 9]            3 partial products with carries
+    add3     47+85+69    a, b, c in [10, 99]                     2 columns of three digits
+    mixed    47+85-93    a, b in [10, 99], c in [10, a+b-1]      2 addition + 2-3 subtraction columns
+    muladd   47*6+85     a in [10, 99], b in [2, 9], c in [10, 99]   2 products + 2-3 addition columns
+
+(Operands are kept small so that the models, trained for minutes on two CPU cores, learn
+the digit-wise procedure; the worked solutions are still 30-125 tokens long.)
+
+Answers are plain positive integers. The held-out set of each task is FIXED: the first
+`n` of a list of EVAL_POOL unique questions drawn from EVAL_SEED, so small settings use a
+prefix of the full set. Training questions come from their own seed and never equal an
+evaluation question of any task.
+
+Worked solutions go column by column from the ones digit, one line per column, and end
+in "\\boxed{answer}". Two styles share one step vocabulary:
+
+    brief      "7+5+0=12 c1"                        (column digits + carry-in = sum, carry-out)
+    detailed   "7+5+0=12 c1 so 2"                    (... plus the answer digits so far)
+               "7*6=42 42+0=42 c4 so 2"              (products and carries as separate steps)
+
+Subtraction columns read "12-5-0=7 b1": top digit (+10 when borrowing), bottom digit,
+borrow-in, difference digit, borrow-out. Two-phase tasks write the intermediate result
+as a header line ("132-93") before the second phase.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+
+VERSION = 2
+TASKS = ("add", "sub", "mul", "add3", "mixed", "muladd")
+STYLES = ("brief", "detailed")
+EVAL_POOL = 1000
+EVAL_SEED = 20_610_230
+
+
+def check_task(task: str) -> str:
+    """Return `task` if it is one of TASKS, else raise ValueError listing the valid ones."""
+    if task not in TASKS:
+        raise ValueError(f"unknown tiny task {task!r}; valid tasks: {', '.join(TASKS)}")
+    return task
+
+
+def draw_operands(task: str, rng: random.Random) -> tuple[int, ...]:
+    """One random operand tuple for `task` (ranges in the module docstring)."""
+    check_task(task)
+    if task in ("add", "add3"):
+        return tuple(rng.randint(10, 99) for _ in range(2 if task == "add" else 3))
+    if task == "sub":
+        a, b = rng.sample(range(10, 100), 2)
+        return (max(a, b), min(a, b))
+    if task == "mul":
+        return (rng.randint(100, 999), rng.randint(2, 9))
+    if task == "mixed":
+        a, b = rng.randint(10, 99), rng.randint(10, 99)
+        return (a, b, rng.randint(10, min(99, a + b - 1)))
+    return (rng.randint(10, 99), rng.randint(2, 9), rng.randint(10, 99))
+
+
+_OPERATORS = {"add": "+", "sub": "-", "mul": "*", "add3": "++", "mixed": "+-", "muladd": "*+"}
+
+
+def format_question(task: str, operands: tuple[int, ...]) -> str:
+    """The question text, e.g. ("mixed", (47, 85, 93)) → "47+85-93"."""
+    ops = _OPERATORS[check_task(task)]
+    return str(operands[0]) + "".join(op + str(x) for op, x in zip(ops, operands[1:], strict=True))
+
+
+def parse_operands(question: str) -> tuple[int, ...]:
+    """The integers of a question, left to right."""
+    return tuple(int(x) for x in re.findall(r"\d+", question))
+
+
+def solve(task: str, operands: tuple[int, ...]) -> int:
+    """The exact answer of one question."""
+    check_task(task)
+    if task == "mul":
+        return operands[0] * operands[1]
+    if task == "muladd":
+        return operands[0] * operands[1] + operands[2]
+    if task == "sub":
+        return operands[0] - operands[1]
+    if task == "mixed":
+        return operands[0] + operands[1] - operands[2]
+    return sum(operands)
+
+
+def _record(task: str, operands: tuple[int, ...], qid: str) -> dict:
+    return {"id": qid, "question": format_question(task, operands), "answer": str(solve(task, operands))}
+
+
+@functools.cache
+def _eval_pool(task: str) -> tuple[str, ...]:
+    """The fixed list of EVAL_POOL unique evaluation questions of `task`."""
+    rng = random.Random(EVAL_SEED + TASKS.index(check_task(task)))
+    seen: dict[str, None] = {}
+    while len(seen) < EVAL_POOL:
+        seen[format_question(task, draw_operands(task, rng))] = None
+    return tuple(seen)
+
+
+def eval_questions(task: str, n: int) -> list[dict]:
+    """The first `n` (≤ EVAL_POOL) held-out questions of `task`: dicts with id, question, answer."""
+    if not 0 <= n <= EVAL_POOL:
+        raise ValueError(f"eval_questions: n must be in [0, {EVAL_POOL}], got {n}")
+    return [_record(task, parse_operands(q), f"{task}-{i:04d}") for i, q in enumerate(_eval_pool(task)[:n])]
+
+
+def all_eval_questions() -> frozenset[str]:
+    """Every evaluation question of every task (the set training must avoid)."""
+    return frozenset(q for task in TASKS for q in _eval_pool(task))
+
+
+# Tasks with few distinct questions: 90 x 90 ordered pairs, 90 choose 2 pairs, 900 x 8.
+_SMALL_SPACES = {"add": 90 * 90, "sub": 90 * 89 // 2, "mul": 900 * 8}
+
+
+def train_questions(task: str, n: int, seed: int) -> list[dict]:
+    """`n` unique training questions of `task` from `seed`, none of them an evaluation question.
+
+    Raises ValueError when the task has fewer than `n` such questions (sub has 3,005).
+    """
+    rng = random.Random(f"train-{task}-{seed}")
+    held_out = set(_eval_pool(task))
+    space = _SMALL_SPACES.get(check_task(task))
+    if space is not None and n > space - len(held_out):
+        raise ValueError(f"train_questions: task {task!r} has only {space - len(held_out)} training questions")
+    seen: dict[str, None] = {}
+    while len(seen) < n:
+        question = format_question(task, draw_operands(task, rng))
+        if question not in held_out:
+            seen[question] = None
+    return [_record(task, parse_operands(q), f"{task}-s{seed}-{i:05d}") for i, q in enumerate(seen)]
+
+
+def _digit(n: int, place: int) -> int:
+    return n // 10**place % 10
+
+
+def _add_lines(nums: tuple[int, ...], detailed: bool) -> tuple[list[str], int]:
+    """Column addition of `nums`: one line "d1+d2(+d3)+carry=s cK" per column, ones first."""
+    width = len(str(max(nums)))
+    lines, carry, written = [], 0, ""
+    for place in range(width):
+        digits = [_digit(x, place) for x in nums]
+        total = sum(digits) + carry
+        last = place == width - 1
+        written = str(total if last else total % 10) + written
+        line = "+".join(map(str, digits)) + f"+{carry}={total} c{total // 10}"
+        lines.append(line + (f" so {written}" if detailed else ""))
+        carry = total // 10
+    return lines, sum(nums)
+
+
+def _sub_lines(a: int, b: int, detailed: bool) -> tuple[list[str], int]:
+    """Column subtraction a − b (a ≥ b): one line "top-bottom-borrow=d bK" per column."""
+    lines, borrow, written = [], 0, ""
+    for place in range(len(str(a))):
+        top, bottom = _digit(a, place), _digit(b, place)
+        out = int(top - bottom - borrow < 0)
+        diff = top + 10 * out - bottom - borrow
+        written = str(diff) + written
+        line = f"{top + 10 * out}-{bottom}-{borrow}={diff} b{out}"
+        lines.append(line + (f" so {written}" if detailed else ""))
+        borrow = out
+    return lines, a - b
+
+
+def _mul_lines(a: int, b: int, detailed: bool) -> tuple[list[str], int]:
+    """a × one digit b: one line per digit of a, "d*b+carry=p cK" (detailed: product, then add)."""
+    width = len(str(a))
+    lines, carry, written = [], 0, ""
+    for place in range(width):
+        d = _digit(a, place)
+        total = d * b + carry
+        written = str(total if place == width - 1 else total % 10) + written
+        if detailed:
+            lines.append(f"{d}*{b}={d * b} {d * b}+{carry}={total} c{total // 10} so {written}")
+        else:
+            lines.append(f"{d}*{b}+{carry}={total} c{total // 10}")
+        carry = total // 10
+    return lines, a * b
+
+
+def worked_solution(task: str, question: str, style: str) -> str:
+    """The worked solution of `question` in `style` ("brief" or "detailed"), ending in \\boxed{answer}."""
+    if style not in STYLES:
+        raise ValueError(f"unknown solution style {style!r}; valid styles: {', '.join(STYLES)}")
+    detailed = style == "detailed"
+    x = parse_operands(question)
+    check_task(task)
+    if task in ("add", "add3"):
+        lines, result = _add_lines(x, detailed)
+    elif task == "sub":
+        lines, result = _sub_lines(x[0], x[1], detailed)
+    elif task == "mul":
+        lines, result = _mul_lines(x[0], x[1], detailed)
+    elif task == "mixed":
+        lines, partial = _add_lines(x[:2], detailed)
+        second, result = _sub_lines(partial, x[2], detailed)
+        lines += [f"{partial}-{x[2]}"] + second
+    else:
+        lines, partial = _mul_lines(x[0], x[1], detailed)
+        second, result = _add_lines((partial, x[2]), detailed)
+        lines += [f"{partial}+{x[2]}"] + second
+    return "\n".join(lines + [f"\\boxed{{{result}}}"])

@@ -1,0 +1,248 @@
+"""The tiny world: tokenizer, arithmetic suites, worked solutions, recipe and built models."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from gropd.templates import render_prompt, stop_token_ids
+from gropd.tiny import tasks
+from gropd.tiny.tokenizer import SPECIAL_TOKENS, build_tokenizer
+from gropd.tiny.world import (
+    boxed_answer,
+    ensure_tiny_world,
+    greedy_responses,
+    load_recipe,
+    parse_recipe,
+    recipe_hash,
+    train_label,
+)
+
+RECIPE = Path("experiments/tiny_world.yaml")
+ROOT = Path("results/tiny/world")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tokenizer()
+
+
+# --- tokenizer -------------------------------------------------------------------------------
+
+
+def test_special_tokens_are_single_ids(tokenizer):
+    for token in SPECIAL_TOKENS:
+        ids = tokenizer(token, add_special_tokens=False)["input_ids"]
+        assert len(ids) == 1 and tokenizer.convert_ids_to_tokens(ids) == [token]
+
+
+def test_round_trip_is_character_level(tokenizer):
+    text = "<|im_start|>user\n47*6+385 Answer in \\boxed{}.<|im_end|>\n<think>\n7*6=42 c4\n</think>\n\n"
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    plain = "47*6+385 Answer in \\boxed{}."
+    assert len(tokenizer(plain, add_special_tokens=False)["input_ids"]) == len(plain)
+    assert tokenizer.decode(ids) == text
+
+
+def test_roles_of_special_tokens(tokenizer):
+    assert tokenizer.pad_token == "<|endoftext|>"
+    assert tokenizer.eos_token == "<|im_end|>"
+    kept = tokenizer.decode(
+        tokenizer("<think>\n1</think><|im_end|>", add_special_tokens=False)["input_ids"], skip_special_tokens=True
+    )
+    assert kept == "<think>\n1</think>"
+
+
+@pytest.mark.parametrize("thinking, tail", [(True, ""), (False, "<think>\n\n</think>\n\n"), (None, "")])
+def test_chat_template_honours_enable_thinking(tokenizer, thinking, tail):
+    kwargs = {} if thinking is None else {"enable_thinking": thinking}
+    got = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "1+1"}], tokenize=False, add_generation_prompt=True, **kwargs
+    )
+    assert got == "<|im_start|>user\n1+1<|im_end|>\n<|im_start|>assistant\n" + tail
+
+
+def test_save_and_load_with_auto_tokenizer(tokenizer, tmp_path):
+    tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    text = render_prompt("12+34", "nothink", loaded, "Answer in \\boxed{}.")
+    assert text == render_prompt("12+34", "nothink", tokenizer, "Answer in \\boxed{}.")
+    assert loaded(text, add_special_tokens=False)["input_ids"] == tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+# --- tasks ----------------------------------------------------------------------------------
+
+
+def test_eval_sets_are_fixed_prefixes_of_unique_lists():
+    assert tasks.eval_questions("add", 2) == [
+        {"id": "add-0000", "question": "25+79", "answer": "104"},
+        {"id": "add-0001", "question": "73+14", "answer": "87"},
+    ]
+    for task in tasks.TASKS:
+        full = tasks.eval_questions(task, 500)
+        assert tasks.eval_questions(task, 50) == full[:50]
+        assert len({r["question"] for r in full}) == 500
+
+
+@pytest.mark.parametrize("task", tasks.TASKS)
+def test_answers_match_python_arithmetic(task):
+    for record in tasks.eval_questions(task, 500) + tasks.train_questions(task, 200, seed=3):
+        assert re.fullmatch(r"[0-9+\-*]+", record["question"])
+        assert int(record["answer"]) == eval(record["question"])  # noqa: S307 - digits and + - * only
+        assert int(record["answer"]) > 0
+
+
+def test_training_questions_never_meet_any_evaluation_question():
+    held_out = {r["question"] for t in tasks.TASKS for r in tasks.eval_questions(t, tasks.EVAL_POOL)}
+    for task in tasks.TASKS:
+        train = {r["question"] for r in tasks.train_questions(task, 2000, seed=0)}
+        assert len(train) == 2000 and not train & held_out
+    with pytest.raises(ValueError, match="3005"):
+        tasks.train_questions("sub", 3006, seed=0)
+    assert tasks.train_questions("mul", 5, seed=1) == tasks.train_questions("mul", 5, seed=1)
+    assert tasks.train_questions("mul", 5, seed=1) != tasks.train_questions("mul", 5, seed=2)
+
+
+def _check_line(line: str) -> None:
+    """Every scratch line is true arithmetic: 'lhs=rhs' steps, then a carry/borrow tag."""
+    for step in re.findall(r"([0-9+\-*]+)=(\d+)", line):
+        assert eval(step[0]) == int(step[1]), line  # noqa: S307
+
+
+@pytest.mark.parametrize("style", tasks.STYLES)
+@pytest.mark.parametrize("task", tasks.TASKS)
+def test_worked_solutions_are_correct_and_30_to_150_tokens(task, style, tokenizer):
+    for record in tasks.eval_questions(task, 300):
+        work = tasks.worked_solution(task, record["question"], style)
+        assert 30 <= len(tokenizer(work, add_special_tokens=False)["input_ids"]) <= 150
+        assert work.endswith(f"\\boxed{{{record['answer']}}}")
+        for line in work.splitlines()[:-1]:
+            _check_line(line)
+
+
+def test_worked_solution_by_hand():
+    assert tasks.worked_solution("add", "347+285", "brief") == ("7+5+0=12 c1\n4+8+1=13 c1\n3+2+1=6 c0\n\\boxed{632}")
+    assert tasks.worked_solution("sub", "632-285", "detailed") == (
+        "12-5-0=7 b1 so 7\n13-8-1=4 b1 so 47\n6-2-1=3 b0 so 347\n\\boxed{347}"
+    )
+    assert tasks.worked_solution("muladd", "47*6+85", "brief") == (
+        "7*6+0=42 c4\n4*6+4=28 c2\n282+85\n2+5+0=7 c0\n8+8+0=16 c1\n2+0+1=3 c0\n\\boxed{367}"
+    )
+
+
+def test_unknown_task_and_style_are_rejected():
+    with pytest.raises(ValueError, match="add, sub, mul, add3, mixed, muladd"):
+        tasks.eval_questions("div", 1)
+    with pytest.raises(ValueError, match="brief, detailed"):
+        tasks.worked_solution("add", "1+2", "verbose")
+
+
+# --- recipe ---------------------------------------------------------------------------------
+
+
+def test_recipe_hash_ignores_formatting_but_not_content():
+    data = yaml.safe_load(RECIPE.read_text())
+    same = yaml.safe_load(yaml.safe_dump(data, sort_keys=False))
+    assert recipe_hash(data) == recipe_hash(same)
+    data["models"]["B1.7"]["sft"]["steps"] += 1
+    assert recipe_hash(data) != recipe_hash(same)
+
+
+def test_recipe_rejects_unknown_keys():
+    data = yaml.safe_load(RECIPE.read_text())
+    data["models"]["B4"]["sft"]["lr_typo"] = 1.0
+    with pytest.raises(ValueError, match=r"x\.yaml: models\.B4\.sft: unknown key\(s\) \['lr_typo'\]"):
+        parse_recipe(data, "x.yaml")
+
+
+MINI_RECIPE = """
+instruction: "Answer in \\\\boxed{}."
+num_threads: 1
+parallel_builds: 1
+eval: {questions_per_task: 1, max_new_tokens: 4, batch_size: 8}
+models:
+  B1.7:
+    shape: {hidden_size: 16, num_layers: 1, num_heads: 2, intermediate_size: 32}
+    sft: {modes: [default], steps: 2, batch_size: 4, lr: 0.001, seed: 5, pool_per_task: 4, warmup_steps: 1}
+"""
+
+
+def test_miniature_world_builds_once_and_loads(tmp_path):
+    recipe = tmp_path / "mini.yaml"
+    recipe.write_text(MINI_RECIPE)
+    world = ensure_tiny_world(recipe, tmp_path / "world")
+    assert world.directory == tmp_path / "world" / world.recipe_hash and len(world.recipe_hash) == 12
+    assert sorted(p.name for p in (tmp_path / "world").iterdir()) == [world.recipe_hash]
+    assert world.instruction == "Answer in \\boxed{}."
+    model = AutoModelForCausalLM.from_pretrained(world.model_dir("B1.7"))
+    assert type(model).__name__ == "Qwen3ForCausalLM" and model.config.hidden_size == 16
+    tokenizer = AutoTokenizer.from_pretrained(world.tokenizer_dir)
+    assert model.generation_config.eos_token_id == stop_token_ids("default", tokenizer)
+    assert set(world.info["models"]["B1.7"]["accuracy"]["default"]) == {*tasks.TASKS, "avg", "mean_tokens"}
+    stamp = (world.directory / "world.json").stat().st_mtime_ns
+    again = ensure_tiny_world(recipe, tmp_path / "world")
+    assert again.recipe_hash == world.recipe_hash
+    assert (world.directory / "world.json").stat().st_mtime_ns == stamp
+
+
+def test_changed_recipe_retrains_only_changed_models(tmp_path):
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text(MINI_RECIPE)
+    second.write_text(
+        MINI_RECIPE + MINI_RECIPE.split("models:\n")[1].replace("B1.7", "I1.7").replace("seed: 5", "seed: 6")
+    )
+    old = ensure_tiny_world(first, tmp_path / "world")
+    new = ensure_tiny_world(second, tmp_path / "world")
+    assert new.recipe_hash != old.recipe_hash
+    assert new.info["models"]["B1.7"]["reused_from"] == old.recipe_hash
+    assert "reused_from" not in new.info["models"]["I1.7"]
+    a = AutoModelForCausalLM.from_pretrained(old.model_dir("B1.7")).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(new.model_dir("B1.7")).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+# --- the built world (committed under results/tiny/world/<hash>/) -----------------------------
+
+
+@pytest.fixture(scope="module")
+def world():
+    recipe, full_hash = load_recipe(RECIPE)
+    if not (ROOT / full_hash[:12] / "world.json").exists():
+        pytest.skip(f"tiny world {full_hash[:12]} not built; run python -m gropd.tiny.world")
+    return ensure_tiny_world(RECIPE, ROOT)
+
+
+@pytest.mark.slow
+def test_recipe_reproduces_the_committed_student_bit_for_bit(world):
+    recipe, _ = load_recipe(RECIPE)
+    rebuilt = train_label(recipe, "B1.7", AutoTokenizer.from_pretrained(world.tokenizer_dir)).state_dict()
+    stored = AutoModelForCausalLM.from_pretrained(world.model_dir("B1.7")).state_dict()
+    assert rebuilt.keys() == stored.keys()
+    for name, tensor in stored.items():
+        assert torch.equal(rebuilt[name], tensor), name
+
+
+def test_teacher_answers_held_out_questions(world):
+    tokenizer = AutoTokenizer.from_pretrained(world.tokenizer_dir)
+    model = AutoModelForCausalLM.from_pretrained(world.model_dir("I32"))
+    records = tasks.eval_questions("add", 8)
+    prompts = [render_prompt(r["question"], "think", tokenizer, world.instruction) for r in records]
+    responses = greedy_responses(model, tokenizer, prompts, "think", 200, 8)
+    stops = stop_token_ids("think", tokenizer)
+    assert all(ids[-1] in stops for ids in responses)
+    answers = [boxed_answer(tokenizer.decode(ids)) for ids in responses]
+    assert sum(a == r["answer"] for a, r in zip(answers, records, strict=True)) >= 6
+
+
+def test_world_json_records_every_model(world):
+    assert world.info["recipe_hash"].startswith(world.recipe_hash)
+    for label in ("B1.7", "B4", "I1.7", "I4", "I32"):
+        assert world.model_dir(label).is_dir()
+        assert set(world.info["models"][label]["accuracy"]) == set(world.info["models"][label]["modes"])
+    with pytest.raises(ValueError, match="I4"):
+        world.model_dir("X9")
