@@ -9,13 +9,14 @@ from eval.suites import Question
 
 
 def load_prompt_pool(source: dict[str, Any], profile: str) -> list[Question]:
-    """The training questions: the tiny world's pool (`per_task` questions of each task from `seed`,
+    """The training questions: the tiny world's pool (`per_task` questions of each of `tasks` (default: all) from `seed`,
     disjoint from every eval question), or a Hub source (the record form of suites.yaml)."""
     if source.get("kind") == "tiny":
         from gropd.tiny.tasks import TASKS, train_questions
 
         per_task, seed = source.get("per_task", 1000), source.get("seed", 0)
-        return [Question(**row) for task in TASKS for row in train_questions(task, per_task, seed)]
+        chosen = source.get("tasks") or list(TASKS)
+        return [Question(**row) for task in chosen for row in train_questions(task, per_task, seed)]
     from eval.suites import SuiteSpec, load_questions
 
     spec = SuiteSpec(name=f"{profile}-train-prompts", title="training prompts", k=1, version=1, source=source)

@@ -1,0 +1,31 @@
+"""Helpers for tests that train on the real tiny world: a private project dir per test.
+
+The project dir holds a copy of experiments/ and a link to the repository's built tiny
+world (results/tiny/world), so runs write only under tmp_path and never rebuild models.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from gropd.config import RunConfig, load_manifests
+from gropd.pipeline import load_run
+
+REPO = Path(__file__).resolve().parents[1]
+# Fast settings for short test runs: few steps, one small suite, short responses capped generously.
+FAST = ["eval.questions=4", "eval.suites=[add]", "train.checkpoint_every=100"]
+
+
+def project(tmp_path: Path) -> Path:
+    """tmp_path/project with experiments/ copied and results/tiny/world linked; returns it."""
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "experiments", root / "experiments", ignore=shutil.ignore_patterns("runs", "lock.yaml"))
+    (root / "results" / "tiny").mkdir(parents=True)
+    os.symlink(REPO / "results" / "tiny" / "world", root / "results" / "tiny" / "world")
+    return root
+
+
+def tiny_config(root: Path, run_id: str, overrides: list[str]) -> RunConfig:
+    return load_run(load_manifests(root / "experiments"), "tiny", run_id, FAST + overrides)
