@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -31,6 +30,7 @@ from typing import Any
 from eval.grading import Grader
 from eval.metrics import avg_at_k, macro, maj_at_k, mean_pass_at_k, mean_tokens
 from eval.suites import Question, SuiteSpec
+from gropd.atomic import atomic_write_text
 from gropd.rollout.base import RolloutEngine, SamplingSettings
 
 Record = dict[str, Any]
@@ -39,20 +39,6 @@ Record = dict[str, Any]
 def chunk_seed(seed: int, suite: str, chunk: int) -> int:
     """Sampling seed of chunk `chunk` of `suite`: independent of resume history, < 2**31."""
     return (seed * 1_000_003 + zlib.crc32(f"{suite}:{chunk}".encode())) % 2**31
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` via a temp file in the same folder and os.replace."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_records(path: Path) -> list[Record]:
@@ -91,7 +77,7 @@ def resume_suite(path: Path, questions: list[Question], k: int) -> dict[str, lis
     done = complete_records(records, questions, k)
     if path.exists():
         kept = [r for q in questions for r in done.get(q.id, [])]
-        write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))
+        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
     return done
 
 
@@ -248,5 +234,5 @@ def evaluate_model(
         "suites": entries,
         "macro": macro({name: entry["avg_at_k"] for name, entry in entries.items()}),
     }
-    write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
