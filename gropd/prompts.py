@@ -9,8 +9,8 @@ from eval.suites import Question
 
 
 def load_prompt_pool(source: dict[str, Any], profile: str) -> list[Question]:
-    """The training questions: the tiny world's pool (`per_task` questions of each of `tasks` (default: all) from `seed`,
-    disjoint from every eval question), or a Hub source (the record form of suites.yaml)."""
+    """The training questions: the tiny world's pool (`per_task` questions of each of `tasks`,
+    default all, from `seed`; disjoint from every eval question), or a Hub source (suites.yaml's record form)."""
     if source.get("kind") == "tiny":
         from gropd.tiny.tasks import TASKS, train_questions
 

@@ -203,6 +203,7 @@ def rollout_metrics(ctx: StepContext, config, rollout: Rollout) -> dict[str, Any
         "entropy_sum": float(rollout.entropy.sum()),
         "adv_abs_sum": float((rollout.advantages.abs() * mask).sum()),
         "degenerate": rollout.degenerate_groups,
+        "gap_sum": sampler_gap_sum(rollout),
     }
     parts = gather_object([local])
     joined = {
@@ -226,7 +227,19 @@ def rollout_metrics(ctx: StepContext, config, rollout: Rollout) -> dict[str, Any
         "mean_score": mean(joined["S"]),
         "entropy": sum(joined["entropy_sum"]) / tokens,
         "mean_advantage_abs": sum(joined["adv_abs_sum"]) / tokens,
+        "sampler_logprob_gap": None if None in joined["gap_sum"] else sum(joined["gap_sum"]) / tokens,
     }
+
+
+def sampler_gap_sum(rollout: Rollout) -> float | None:
+    """Σ |logp_old − the rollout engine's own log-prob| over response tokens (None when the engine
+    reports none): a precision or weight-sync mismatch between engine and trainer shows up here."""
+    if rollout.batch.sampler_logprobs is None:
+        return None
+    width = rollout.logp_old.shape[1]
+    rows = [row + [0.0] * (width - len(row)) for row in rollout.batch.sampler_logprobs]
+    sampler = torch.tensor(rows, device=rollout.logp_old.device)
+    return float(((rollout.logp_old - sampler).abs() * rollout.packed.response_mask).sum())
 
 
 def train_step(ctx: StepContext, config, questions: list[Question], step: int) -> dict[str, Any]:

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from tiny_runs import project, tiny_config
 
 from gropd.config import load_manifests
 from gropd.pipeline import execute
-from tiny_runs import project, tiny_config
 
 pytestmark = pytest.mark.slow
 

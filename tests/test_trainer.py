@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from tiny_runs import REPO, project, tiny_config
 
 from gropd.config import load_manifests
 from gropd.credit import broadcast, gropd_advantages, trajectory_scores
 from gropd.pipeline import execute
 from gropd.run_dir import RunDir
-from tiny_runs import REPO, project, tiny_config
 
 pytestmark = pytest.mark.slow
 MATCHED = "table1__I4nothink-I1.7nothink__gropd"

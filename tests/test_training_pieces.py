@@ -108,3 +108,17 @@ def test_correlations_by_hand() -> None:
     assert pearson([1, 2, 3], [1, 1, 1]) is None
     # ranks of x: 1,2,3,4; ranks of y (10,30,20,40): 1,3,2,4 -> d^2 = 0+1+1+0 = 2 -> 1 - 6*2/(4*15) = 0.8
     assert spearman([1, 2, 3, 4], [10, 30, 20, 40]) == pytest.approx(0.8)
+
+
+def test_sampler_gap_sums_masked_absolute_differences() -> None:
+    from gropd.rollout.base import RolloutBatch
+    from gropd.trainer import Rollout, sampler_gap_sum
+
+    packed = pack([[1], [2]], [[3, 4], [5]], pad_id=0, device=CPU)
+    logp_old = torch.tensor([[-1.0, -2.0], [-0.5, 0.0]])
+    batch = RolloutBatch([[1], [2]], [[3, 4], [5]], ["stop", "stop"], sampler_logprobs=[[-1.5, -1.0], [-0.25]])
+    zeros = torch.zeros(2, 2)
+    rollout = Rollout([], batch, packed, logp_old, zeros, zeros, zeros, zeros, torch.zeros(2), 0, {})
+    assert sampler_gap_sum(rollout) == pytest.approx(0.5 + 1.0 + 0.25)  # the padded slot does not count
+    batch.sampler_logprobs = None
+    assert sampler_gap_sum(rollout) is None
