@@ -110,28 +110,41 @@ def build_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id
 
 
 def build_rollout(
-    config: RunConfig, student: Role, model: torch.nn.Module, tokenizer: Any, device: torch.device
+    config: RunConfig,
+    role: Role,
+    model: torch.nn.Module | None,
+    tokenizer: Any,
+    device: torch.device,
+    *,
+    seed: int,
+    gpu_memory_utilization: float,
 ) -> RolloutEngine:
-    """The rollout engine named by backend.rollout, following `model`'s weights."""
-    stops = stop_token_ids(student.mode, tokenizer)
+    """The rollout engine named by backend.rollout for `role` (checkpoint + mode).
+
+    hf samples from `model` itself (required); vllm starts its own engine from the checkpoint
+    (`model` unused) and follows the trainer's weights through sync_weights.
+    """
+    stops = stop_token_ids(role.mode, tokenizer)
     if config.backend.rollout == "hf":
         from gropd.rollout.hf import HFRollout
 
+        if model is None:
+            raise ValueError("backend.rollout=hf samples from a loaded model; none was given")
         return HFRollout(model, stops, tokenizer.pad_token_id, device)
     if config.backend.rollout == "vllm":
         from gropd.rollout.vllm import VLLMRollout
 
         return VLLMRollout(
-            student.ref.path,
-            revision=student.ref.revision,
+            role.ref.path,
+            revision=role.ref.revision,
             tensor_parallel=config.backend.tensor_parallel,
             dtype=config.backend.dtype,
-            gpu_memory_utilization=0.3,
+            gpu_memory_utilization=gpu_memory_utilization,
             enable_sleep_mode=False,
-            seed=config.seed,
+            seed=seed,
             max_model_len=None,
             stop_token_ids=stops,
-            tokenizer=student.ref.tokenizer_path,
+            tokenizer=role.ref.tokenizer_path,
         )
     raise ValueError(f"unknown rollout backend {config.backend.rollout!r}; valid: hf, vllm")
 

@@ -8,14 +8,13 @@ from typing import Any
 from eval.runner import evaluate_model
 from eval.suites import Question, SuiteSpec, load_questions, load_suite_manifest
 from gropd.checkpoints import CheckpointRef, checkpoint_ref, load_model, load_tokenizer
-from gropd.components import PromptRenderer, resolve_device
+from gropd.components import PromptRenderer, Role, build_rollout, resolve_device
 from gropd.config.errors import ConfigError
 from gropd.config.lock import read_lock
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
-from gropd.rollout.base import SamplingSettings
+from gropd.rollout.base import RolloutEngine, SamplingSettings
 from gropd.run_dir import RunDir
-from gropd.templates import stop_token_ids
 
 
 def model_under_test(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> tuple[CheckpointRef, str]:
@@ -58,28 +57,19 @@ def _dataset_revision(spec: SuiteSpec, lock: dict[str, Any], config: RunConfig, 
     return pinned["full"] if pinned else None
 
 
-def build_eval_engine(config: RunConfig, ref: CheckpointRef, mode: str, tokenizer: Any):
+def build_eval_engine(config: RunConfig, ref: CheckpointRef, mode: str, tokenizer: Any) -> RolloutEngine:
+    """The run's rollout backend on the model under test (hf loads it here; vllm loads it itself)."""
     device = resolve_device(config.backend.device)
-    stops = stop_token_ids(mode, tokenizer)
-    if config.backend.rollout == "vllm":
-        from gropd.rollout.vllm import VLLMRollout
-
-        return VLLMRollout(
-            ref.path,
-            revision=ref.revision,
-            tensor_parallel=config.backend.tensor_parallel,
-            dtype=config.backend.dtype,
-            gpu_memory_utilization=0.85,
-            enable_sleep_mode=False,
-            seed=config.eval.seed,
-            max_model_len=None,
-            stop_token_ids=stops,
-            tokenizer=ref.tokenizer_path,
-        )
-    from gropd.rollout.hf import HFRollout
-
-    model = load_model(ref, device, config.backend.dtype).eval()
-    return HFRollout(model, stops, tokenizer.pad_token_id, device)
+    model = load_model(ref, device, config.backend.dtype).eval() if config.backend.rollout == "hf" else None
+    return build_rollout(
+        config,
+        Role(label=ref.describe(), mode=mode, ref=ref),
+        model,
+        tokenizer,
+        device,
+        seed=config.eval.seed,
+        gpu_memory_utilization=0.85,
+    )
 
 
 def evaluate_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict[str, Any]:

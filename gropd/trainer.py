@@ -147,12 +147,11 @@ def update_policy(ctx: StepContext, config, rollout: Rollout) -> dict[str, float
     t = config.train
     B = rollout.packed.response_ids.shape[0]
     local_minibatch = t.minibatch_responses // ctx.accelerator.num_processes
-    order = torch.arange(B)
     mask = rollout.packed.response_mask.cpu()
     sums: dict[str, list[float]] = {"loss": [], "clip_frac": [], "approx_kl": [], "ratio_mean": [], "grad_norm": []}
     ctx.model.train()
     for start in range(0, B, local_minibatch):
-        minibatch = order[start : start + local_minibatch]
+        minibatch = torch.arange(start, min(start + local_minibatch, B))
         for micro_start in range(0, len(minibatch), t.per_device_batch):
             rows = minibatch[micro_start : micro_start + t.per_device_batch]
             packed = pack(

@@ -10,6 +10,7 @@ the checkpoint's step before the loop goes on.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 import time
@@ -46,19 +47,21 @@ def make_optimizer(config: RunConfig, model: torch.nn.Module):
     def factor(update: int) -> float:
         warm = min(1.0, (update + 1) / s.warmup_steps) if s.warmup_steps else 1.0
         if s.name == "cosine":
-            import math
-
             return warm * 0.5 * (1 + math.cos(math.pi * min(update, total) / total))
         return warm
 
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def checkpoint_steps(run_dir: RunDir) -> list[tuple[int, Path]]:
+    """Complete checkpoints as (step, directory), oldest first (temp `.tmp` directories excluded)."""
+    found = [(p.name.split("_")[1], p) for p in run_dir.checkpoints.glob("step_*")]
+    return sorted((int(step), path) for step, path in found if step.isdigit())
+
+
 def latest_checkpoint(run_dir: RunDir) -> tuple[int, Path] | None:
-    steps = [
-        (int(p.name.split("_")[1]), p) for p in run_dir.checkpoints.glob("step_*") if p.name.split("_")[1].isdigit()
-    ]
-    return max(steps) if steps else None
+    steps = checkpoint_steps(run_dir)
+    return steps[-1] if steps else None
 
 
 def save_checkpoint(accelerator: Accelerator, run_dir: RunDir, step: int, sampler: PromptSampler, keep: int) -> None:
@@ -70,9 +73,7 @@ def save_checkpoint(accelerator: Accelerator, run_dir: RunDir, step: int, sample
     if accelerator.is_main_process:
         (tmp / "trainer_state.json").write_text(json.dumps({"step": step, "sampler": sampler.state_dict()}))
         tmp.rename(final)
-        for _, old in sorted(
-            (int(p.name.split("_")[1]), p) for p in run_dir.checkpoints.glob("step_*") if p.name.split("_")[1].isdigit()
-        )[:-keep]:
+        for _, old in checkpoint_steps(run_dir)[:-keep]:
             shutil.rmtree(old)
     accelerator.wait_for_everyone()
 
@@ -87,7 +88,15 @@ def build_context(
         model.gradient_checkpointing_enable()
     optimizer, scheduler = make_optimizer(config, model)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-    engine = build_rollout(config, student, accelerator.unwrap_model(model), tokenizer, accelerator.device)
+    engine = build_rollout(
+        config,
+        student,
+        accelerator.unwrap_model(model),
+        tokenizer,
+        accelerator.device,
+        seed=config.seed,
+        gpu_memory_utilization=0.3,
+    )
     scorer = build_teacher(config, teacher, accelerator.device, tokenizer.pad_token_id)
     instruction = config.prompt.instruction
     teacher_mode = teacher.mode if render == "own" else student.mode
