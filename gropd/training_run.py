@@ -10,7 +10,6 @@ the checkpoint's step before the loop goes on.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import sys
 import time
@@ -27,6 +26,7 @@ from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
 from gropd.prompts import PromptSampler, load_prompt_pool
 from gropd.run_dir import RunDir
+from gropd.schedule import lr_factor
 from gropd.trainer import StepContext, assign_prompts, print_progress, step_seed, train_step
 
 
@@ -45,10 +45,7 @@ def make_optimizer(config: RunConfig, model: torch.nn.Module):
     total = config.train.steps * updates_per_step
 
     def factor(update: int) -> float:
-        warm = min(1.0, (update + 1) / s.warmup_steps) if s.warmup_steps else 1.0
-        if s.name == "cosine":
-            return warm * 0.5 * (1 + math.cos(math.pi * min(update, total) / total))
-        return warm
+        return lr_factor(update, total, s.name, s.warmup_steps, s.min_lr_ratio)
 
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 

@@ -24,8 +24,11 @@ class OptimizerSettings(Strict):
 
 
 class ScheduleSettings(Strict):
-    name: Literal["constant", "cosine"] = "constant"
+    """gropd/schedule.py: warm-up over `warmup_steps` optimiser updates, then constant or a decay to min_lr_ratio."""
+
+    name: Literal["constant", "linear", "cosine"] = "constant"
     warmup_steps: int = Field(ge=0, default=0)
+    min_lr_ratio: float = Field(ge=0, le=1, default=0.0)
 
 
 class PromptPool(Strict):

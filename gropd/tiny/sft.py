@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -131,11 +132,14 @@ def sft_train(
     pad_id: int,
     num_threads: int,
     log_every: int = 0,
+    on_step: Callable[[int, Qwen3ForCausalLM], None] | None = None,
 ) -> list[float]:
     """Train `model` in place for settings.steps steps; return the loss of every step.
 
     Each step draws batch_size examples uniformly (with replacement) from `examples`
-    with a generator seeded by settings.seed.
+    with a generator seeded by settings.seed. `on_step(step, model)` is called after
+    every optimiser step (1-based) in eval mode, e.g. to save earlier checkpoints of the
+    run; it must not change the model (the run's bits do not depend on it).
     """
     torch.set_num_threads(num_threads)
     torch.manual_seed(settings.seed)
@@ -155,6 +159,10 @@ def sft_train(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimiser.step()
         losses.append(loss.item())
+        if on_step is not None:
+            model.eval()
+            on_step(step + 1, model)
+            model.train()
         if log_every and (step + 1) % log_every == 0:
             print(f"  step {step + 1}/{settings.steps} loss {sum(losses[-log_every:]) / log_every:.4f}", flush=True)
     model.eval()
