@@ -6,6 +6,7 @@
 # Targets
 #   table1   train + evaluate the 5 pairings x {GR-OPD, vanilla OPD}, then write Table 1
 #   table2   the λ sweep at γ = .99, then Table 2 (pressure proxies)
+#   fig1     score each pairing's student (J_H), train raw score vs GR-OPD, then Figure 1(b–d)
 #   fig3     the λ and γ sweeps, then Figure 3 (training dynamics)
 #   fig4     the γ sweep on I32nothink→I1.7nothink, then Figure 4 (length, reward, correlations)
 #   table6   evaluate the pre-OPD reference models, then Table 6
@@ -81,12 +82,13 @@ report() { [ -n "$dry" ] || gropd report "$@" --profile "$profile"; }
 case "$target" in
   table1) run_grids table1; report table1;;
   table2) run_grids lambda; report table2;;
+  fig1)   run_grids fig1; report fig1;;
   fig3)   run_grids lambda gamma; report fig3;;
   fig4)   run_grids gamma; report fig4;;
   table6) run_grids table6; report table6;;
   tables) run_grids table6; report table3 table4 table5 table6;;
-  all)    run_grids table6 table1 lambda gamma
-          report table1 table2 fig3 fig4 table3 table4 table5 table6;;
+  all)    run_grids table6 table1 lambda gamma fig1
+          report table1 table2 fig1 fig3 fig4 table3 table4 table5 table6;;
   runs)   gropd runs --profile "$profile" ${seeds:+--seeds "$seeds"};;
   pin)    gropd pin --profile "${profile:-paper}";;
   world)  gropd world;;

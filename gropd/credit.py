@@ -1,4 +1,4 @@
-"""Credit assignment for on-policy distillation: vanilla OPD and GR-OPD (DESIGN.md §1).
+"""Credit assignment for on-policy distillation: vanilla OPD, GR-OPD and the raw score (DESIGN.md §1).
 
 Symbols follow the paper. For response `i` of a prompt's group of `G` and its
 response token `t` (counted from 1 at the first response token), with prefix
@@ -10,6 +10,7 @@ response token `t` (counted from 1 at the first response token), with prefix
     group statistics   μ = mean_i S_i,   σ = std_i S_i
     calibrated credit  A_i = ((S_i − μ) + λ·μ) / (σ + ε)
     broadcast          A_{i,t} = A_i for every response token of response i
+    raw score          A_{i,t} = S_i   (Figure 1(c, d): the trajectory score itself, no μ, no σ)
 
 Shapes: `B` rows (responses), `T` token positions, `G` = `group_size`. Rows are
 grouped in consecutive blocks of `G` (row `g*G + j` is response `j` of prompt `g`).
@@ -231,7 +232,24 @@ def _opd_rule(
     return opd_advantages(f, mask), {"degenerate_groups": 0}
 
 
-CREDIT_RULES: dict[str, CreditRule] = {"gropd": _gropd_rule, "opd": _opd_rule}
+def _raw_rule(
+    f: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    gamma: float,
+    group_size: int,
+    lam: float,
+    eps: float,
+    std: str,
+    sigma_floor: float,
+    degenerate: str,
+) -> tuple[torch.Tensor, dict[str, int]]:
+    """Raw trajectory score: `A_{i,t} = S_i` broadcast, with no group mean and no σ (the uncalibrated
+    ablation of Figure 1(c, d); with γ = 1 it is the theorem's estimator). Group arguments unused."""
+    return broadcast(trajectory_scores(f, mask, gamma), mask), {"degenerate_groups": 0}
+
+
+CREDIT_RULES: dict[str, CreditRule] = {"gropd": _gropd_rule, "opd": _opd_rule, "raw": _raw_rule}
 
 
 def token_advantages(
@@ -249,7 +267,7 @@ def token_advantages(
 ) -> tuple[torch.Tensor, dict[str, int]]:
     """Per-token advantages `[B, T]` and stats `{"degenerate_groups": int}` by rule name.
 
-    `method` is a key of `CREDIT_RULES` ("gropd" or "opd"); both share this signature.
+    `method` is a key of `CREDIT_RULES` ("gropd", "opd" or "raw"); all share this signature.
     """
     if method not in CREDIT_RULES:
         raise ValueError(f"unknown credit method {method!r}; valid: {', '.join(CREDIT_RULES)}")

@@ -1,4 +1,5 @@
-"""Run one run id end to end: resolve its config, train (kind train), evaluate, record status.
+"""Run one run id end to end: resolve its config, train (kind train) and evaluate, or score (kind
+score: sample, teacher-score and grade the untrained student's responses), record status.
 
 A finished run (same config hash) is not redone; an interrupted one resumes; a run whose
 config changed since it started is refused unless `force` (which starts it afresh).
@@ -88,6 +89,10 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
         from gropd.training_run import train_run
 
         status = run_dir.update_status(**train_run(config, manifests, run_dir))
+    if config.kind == "score" and status["status"] == "running":
+        from gropd.scoring_run import score_run
+
+        return run_dir.update_status(**score_run(config, manifests, run_dir))
     if status["status"] in ("trained", "running"):
         from gropd.evaluation import evaluate_run
 
@@ -106,7 +111,7 @@ def identity(config: RunConfig, manifests: Manifests) -> dict[str, Any]:
         "seed": config.seed,
         "profile": config.profile,
     }
-    if config.kind == "train":
+    if config.kind in ("train", "score"):
         student = manifests.pairings[config.pairing]["student"]
         fields |= {
             "pairing": config.pairing,
@@ -114,7 +119,7 @@ def identity(config: RunConfig, manifests: Manifests) -> dict[str, Any]:
             "model": student["model"],
             "mode": student["mode"],
             "lam": config.gropd.lam if config.method == "gropd" else None,
-            "gamma": config.gropd.gamma if config.method == "gropd" else None,
+            "gamma": config.gropd.gamma if config.method in ("gropd", "raw") else None,
         }
     else:
         fields |= {"model": config.model, "mode": config.mode, "pairing": None, "method": None}

@@ -1,6 +1,7 @@
 """The training loop: rollout -> teacher scoring -> credit -> clipped update -> metrics -> checkpoint.
 
-One loop for GR-OPD and vanilla OPD (`method` picks the credit rule) and for both profiles.
+One loop for GR-OPD, vanilla OPD and the raw score (`method` picks the credit rule) and for both
+profiles; a scoring pass (gropd/scoring_run.py) reuses the rollout, grading and dump steps.
 Data parallelism: each of the accelerate processes takes an equal share of the prompts
 (whole groups) and of every optimisation minibatch; the loss is weighted so the summed
 gradient equals that of the full minibatch on one process (Table 3 holds exactly).
@@ -22,6 +23,7 @@ from accelerate.utils import gather_object
 
 from eval.grading import Grader
 from eval.suites import Question
+from gropd.atomic import atomic_write_with
 from gropd.credit import pressure, token_advantages, token_feedback, trajectory_scores
 from gropd.logprobs import PackedBatch, pack, response_logprobs
 from gropd.loss import clipped_policy_loss
@@ -40,7 +42,7 @@ class Rollout:
     teacher_logp: torch.Tensor
     entropy: torch.Tensor
     f: torch.Tensor
-    advantages: torch.Tensor
+    advantages: torch.Tensor | None  # None for a scoring pass (no method, no update)
     scores: torch.Tensor  # S_i, [B]
     degenerate_groups: int
     seconds: dict[str, float]
@@ -61,7 +63,7 @@ class StepContext:
     decode: Any
     pad_id: int
     grader: Grader  # built with thinking = (student mode is think)
-    dump_dir: Path | None = None  # where dump_steps' tensors go (batches/step_<N>.pt)
+    dump_dir: Path | None = None  # where dump_steps' tensors go (dump_path: batches/step_<N>_rank<R>.pt)
 
 
 def step_seed(seed: int, step: int, rank: int) -> int:
@@ -70,7 +72,8 @@ def step_seed(seed: int, step: int, rank: int) -> int:
 
 
 def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: int) -> Rollout:
-    """Sample G responses per prompt, score them under the teacher, and compute f, S and A."""
+    """Sample G responses per prompt, score them under the teacher, and compute f, S and A
+    (A by `config.method`'s credit rule; None when the run has no method, as a scoring pass)."""
     G, device = config.train.group_size, ctx.accelerator.device
     sampling = SamplingSettings(config.sampling.temperature, config.sampling.top_p, config.sampling.max_new_tokens)
     t0 = time.perf_counter()
@@ -88,18 +91,20 @@ def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: i
     mask = packed.response_mask
     f = token_feedback(teacher_logp, logp_old, mask)
     g = config.gropd
-    advantages, stats = token_advantages(
-        config.method,
-        f,
-        mask,
-        gamma=g.gamma,
-        group_size=G,
-        lam=g.lam,
-        eps=g.eps,
-        std=g.std,
-        sigma_floor=g.sigma_floor,
-        degenerate=g.degenerate,
-    )
+    advantages, stats = (None, {"degenerate_groups": 0})
+    if config.method is not None:
+        advantages, stats = token_advantages(
+            config.method,
+            f,
+            mask,
+            gamma=g.gamma,
+            group_size=G,
+            lam=g.lam,
+            eps=g.eps,
+            std=g.std,
+            sigma_floor=g.sigma_floor,
+            degenerate=g.degenerate,
+        )
     scores = trajectory_scores(f, mask, g.gamma)
     seconds = {"rollout": t1 - t0, "teacher": t2 - t1, "credit": time.perf_counter() - t2}
     return Rollout(
@@ -183,13 +188,18 @@ def update_policy(ctx: StepContext, config, rollout: Rollout) -> dict[str, float
     return {key: sum(values) / len(values) for key, values in sums.items()}
 
 
-def rollout_metrics(ctx: StepContext, config, rollout: Rollout) -> dict[str, Any]:
-    """Monitoring numbers of the whole rollout batch (gathered over processes). Never in the loss."""
-    from gropd.train_metrics import mean, pearson, spearman
-
+def grade_rollout(ctx: StepContext, config, rollout: Rollout) -> list[float]:
+    """Verifier reward of each local response, `[B]`: 1.0 if its final answer equals the gold one, else 0.0."""
     texts = [ctx.decode(ids) for ids in rollout.batch.response_ids]
     golds = [q.answer for q in rollout.questions for _ in range(config.train.group_size)]
-    rewards = [float(v.correct) for v in ctx.grader.grade(texts, golds)]
+    return [float(v.correct) for v in ctx.grader.grade(texts, golds)]
+
+
+def rollout_metrics(ctx: StepContext, config, rollout: Rollout, rewards: list[float]) -> dict[str, Any]:
+    """Monitoring numbers of the whole rollout batch (gathered over processes), `rewards` from
+    grade_rollout. Never in the loss."""
+    from gropd.train_metrics import mean, pearson, spearman
+
     mask = rollout.packed.response_mask
     local = {
         "len": mask.sum(1).tolist(),
@@ -200,7 +210,7 @@ def rollout_metrics(ctx: StepContext, config, rollout: Rollout) -> dict[str, Any
         "f_abs_sum": float(rollout.f.abs().sum()),
         "tokens": float(mask.sum()),
         "entropy_sum": float(rollout.entropy.sum()),
-        "adv_abs_sum": float((rollout.advantages.abs() * mask).sum()),
+        "adv_abs_sum": None if rollout.advantages is None else float((rollout.advantages.abs() * mask).sum()),
         "degenerate": rollout.degenerate_groups,
         "gap_sum": sampler_gap_sum(rollout),
     }
@@ -225,7 +235,7 @@ def rollout_metrics(ctx: StepContext, config, rollout: Rollout) -> dict[str, Any
         "mean_abs_feedback": sum(joined["f_abs_sum"]) / tokens,
         "mean_score": mean(joined["S"]),
         "entropy": sum(joined["entropy_sum"]) / tokens,
-        "mean_advantage_abs": sum(joined["adv_abs_sum"]) / tokens,
+        "mean_advantage_abs": None if None in joined["adv_abs_sum"] else sum(joined["adv_abs_sum"]) / tokens,
         "sampler_logprob_gap": None if None in joined["gap_sum"] else sum(joined["gap_sum"]) / tokens,
     }
 
@@ -245,14 +255,15 @@ def train_step(ctx: StepContext, config, questions: list[Question], step: int) -
     """One rollout batch end to end; returns its metrics record."""
     rank = ctx.accelerator.process_index
     rollout = collect_rollout(ctx, config, questions, step_seed(config.seed, step, rank))
+    rewards = grade_rollout(ctx, config, rollout)
     if step in config.train.dump_steps and ctx.dump_dir is not None:
-        dump_rollout(rollout, ctx.dump_dir / f"step_{step}_rank{rank}.pt")
+        dump_rollout(rollout, dump_path(ctx.dump_dir, step, rank), rewards, config.train.group_size)
     t0 = time.perf_counter()
     update = update_policy(ctx, config, rollout)
     t1 = time.perf_counter()
     record = {
         "step": step,
-        **rollout_metrics(ctx, config, rollout),
+        **rollout_metrics(ctx, config, rollout, rewards),
         **update,
         "lr": ctx.scheduler.get_last_lr()[0],
         "time_rollout_s": rollout.seconds["rollout"],
@@ -262,21 +273,28 @@ def train_step(ctx: StepContext, config, questions: list[Question], step: int) -
     return {key: (None if isinstance(v, float) and math.isnan(v) else v) for key, v in record.items()}
 
 
-def dump_rollout(rollout: Rollout, path: Path) -> None:
-    """Save one rollout batch's tensors (log-probs, mask, f, S, A) for inspection and tests."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(
-        {
-            "logp_old": rollout.logp_old,
-            "teacher_logp": rollout.teacher_logp,
-            "mask": rollout.packed.response_mask,
-            "f": rollout.f,
-            "S": rollout.scores,
-            "advantages": rollout.advantages,
-            "response_ids": rollout.batch.response_ids,
-        },
-        path,
-    )
+def dump_path(dump_dir: Path, step: int, rank: int) -> Path:
+    """Where one process's rollout batch of one step is saved."""
+    return dump_dir / f"step_{step}_rank{rank}.pt"
+
+
+def dump_rollout(rollout: Rollout, path: Path, rewards: list[float], group_size: int) -> None:
+    """Save one rollout batch (atomically): log-probs, mask, f, S and A `[B, T]`/`[B]` on the CPU, the
+    verifier's `correct` `[B]` (bool), `group_size` (rows come in consecutive groups of G) and the
+    response token ids. A is None for a scoring pass."""
+    advantages = None if rollout.advantages is None else rollout.advantages.cpu()
+    record = {
+        "logp_old": rollout.logp_old.cpu(),
+        "teacher_logp": rollout.teacher_logp.cpu(),
+        "mask": rollout.packed.response_mask.cpu(),
+        "f": rollout.f.cpu(),
+        "S": rollout.scores.cpu(),
+        "advantages": advantages,
+        "correct": torch.tensor([r > 0.5 for r in rewards], dtype=torch.bool),
+        "group_size": group_size,
+        "response_ids": rollout.batch.response_ids,
+    }
+    atomic_write_with(path, lambda tmp: torch.save(record, tmp))
 
 
 def print_progress(run_id: str, record: dict[str, Any], total: int, started: float, first_step: int) -> None:

@@ -20,6 +20,7 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 
 from eval.grading import Grader
+from eval.suites import Question
 from gropd.collapse import collapse_reason
 from gropd.components import PromptRenderer, build_rollout, build_teacher, load_student, pairing_roles
 from gropd.config.manifests import Manifests
@@ -115,6 +116,15 @@ def build_context(
     return ctx, PromptSampler(pool, config.seed)
 
 
+def local_questions(sampler: PromptSampler, config: RunConfig, step: int, accelerator: Accelerator) -> list[Question]:
+    """The next rollout batch's prompts (train.prompts_per_batch), this process's share (assign_prompts)."""
+    questions = sampler.next(config.train.prompts_per_batch)
+    mine = assign_prompts(
+        len(questions), step_seed(config.seed, step, 0), accelerator.process_index, accelerator.num_processes
+    )
+    return [questions[i] for i in mine]
+
+
 def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
     """Train until `train.steps` or collapse; returns the final status. Resumes from the last checkpoint."""
     accelerator = make_accelerator(config)
@@ -138,11 +148,7 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
     started, status = time.perf_counter(), {"status": "running", "reason": None}
     try:
         for step in range(first, config.train.steps + 1):
-            questions = sampler.next(config.train.prompts_per_batch)
-            mine = assign_prompts(
-                len(questions), step_seed(config.seed, step, 0), accelerator.process_index, accelerator.num_processes
-            )
-            record = train_step(ctx, config, [questions[i] for i in mine], step)
+            record = train_step(ctx, config, local_questions(sampler, config, step, accelerator), step)
             history.append(record)
             reason = collapse_reason(history, config.collapse)
             if accelerator.is_main_process:

@@ -95,13 +95,32 @@ def test_suite_with_k_zero_is_refused(experiments: Path) -> None:
 
 
 def test_unknown_grid_key_and_grid_name(experiments: Path) -> None:
-    with pytest.raises(ConfigError, match="no grid named 'tabel1'.*one of gamma, lambda, table1, table6"):
+    with pytest.raises(ConfigError, match="no grid named 'tabel1'.*one of fig1, gamma, lambda, table1, table6"):
         load_grid("tabel1", experiments)
     grid = yaml.safe_load((experiments / "grids" / "gamma.yaml").read_text())
     grid["sweep"] = {}
     (experiments / "grids" / "gamma.yaml").write_text(yaml.safe_dump(grid))
     with pytest.raises(ConfigError, match="gamma.yaml: sweep: unknown key"):
         load_grid("gamma", experiments)
+    grid = yaml.safe_load((experiments / "grids" / "fig1.yaml").read_text())
+    grid["include"][1]["kind"] = "sample"
+    (experiments / "grids" / "fig1.yaml").write_text(yaml.safe_dump(grid))
+    with pytest.raises(
+        ConfigError, match=r"fig1.yaml: include\[1\].kind: 'sample' \(expected train or eval or score\)"
+    ):
+        load_grid("fig1", experiments)
+
+
+def test_score_runs_need_a_pairing_and_no_method(experiments: Path) -> None:
+    manifests = load_manifests(experiments)
+    values = entry(experiments, "fig1").values
+    assert values["kind"] == "score"
+    config = resolve_run(None, "tiny", manifests, entry_values=values)
+    assert config.kind == "score" and config.method is None and config.pairing == "I4nothink-I1.7nothink"
+    with pytest.raises(ConfigError, match="method: 'opd' \\(expected no method: a score run updates nothing\\)"):
+        resolve_run(None, "tiny", manifests, ["method=opd"], entry_values=values)
+    with pytest.raises(ConfigError, match="pairing: missing for a score run"):
+        resolve_run(None, "tiny", manifests, entry_values={k: v for k, v in values.items() if k != "pairing"})
 
 
 def test_run_file_edited_by_user_is_kept(experiments: Path) -> None:

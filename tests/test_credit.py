@@ -188,9 +188,22 @@ def test_token_advantages_dispatches_both_rules_with_one_signature():
     f_same = t([[1.0, 1.0], [1.0, 1.0]])
     _, stats = token_advantages("gropd", f_same, torch.ones(2, 2), degenerate="zero", **kwargs)
     assert stats == {"degenerate_groups": 1}
-    with pytest.raises(ValueError, match="gropd, opd"):
+    with pytest.raises(ValueError, match="gropd, opd, raw"):
         token_advantages("grpo", f, mask, degenerate="zero", **kwargs)
-    assert set(CREDIT_RULES) == {"gropd", "opd"}
+    assert set(CREDIT_RULES) == {"gropd", "opd", "raw"}
+
+
+def test_raw_rule_broadcasts_the_discounted_score_without_group_calibration():
+    f = t([[1.0, 2.0, 0.0], [0.0, 0.0, 4.0], [2.0, 2.0, 0.0], [0.0, 1.0, -1.0]])
+    mask = t([[1, 1, 0], [0, 0, 1], [1, 1, 0], [0, 1, 1]])
+    kwargs = dict(group_size=2, lam=0.0, eps=1e-6, std="unbiased", sigma_floor=1e-6, degenerate="zero")
+    # γ = .5: S = [1 + .5·2, 4, 2 + .5·2, 1 + .5·(−1)] = [2, 4, 3, .5]; no μ subtracted, no σ divided
+    A, stats = token_advantages("raw", f, mask, gamma=0.5, **kwargs)
+    assert torch.equal(A, t([[2.0, 2.0, 0.0], [0.0, 0.0, 4.0], [3.0, 3.0, 0.0], [0.0, 0.5, 0.5]]))
+    assert stats == {"degenerate_groups": 0}
+    # identical responses (σ = 0) are not degenerate for the raw score: each token still gets S_i = 2
+    A, stats = token_advantages("raw", t([[1.0, 1.0], [1.0, 1.0]]), torch.ones(2, 2), gamma=1.0, **kwargs)
+    assert torch.equal(A, t([[2.0, 2.0], [2.0, 2.0]])) and stats == {"degenerate_groups": 0}
 
 
 # --------------------------------------------------------------------------- properties

@@ -100,9 +100,23 @@ def test_gamma_grid_and_seeds() -> None:
     assert "gamma__I32nothink-I1.7nothink__gropd-lam0.2-gamma1__seed2" in {e.run_id for e in entries}
 
 
+def test_fig1_grid_scores_every_pairing_and_trains_raw_against_gropd() -> None:
+    entries = expand_grid(load_grid("fig1", EXPERIMENTS))
+    scoring = {e.values["pairing"]: e for e in entries if e.values["kind"] == "score"}
+    training = [e for e in entries if e.values["kind"] == "train"]
+    assert set(scoring) == PAIRINGS
+    assert scoring["I4think-B1.7"].run_id == "fig1__I4think-B1.7__score"
+    assert all("method" not in e.values and e.values["train.steps"] >= 1 for e in scoring.values())
+    assert {(e.values["method"], e.values.get("gropd.lam")) for e in training} == {("raw", None), ("gropd", 0.25)}
+    assert len({e.values["pairing"] for e in training}) == 1  # one matched pairing for panels (c, d)
+    manifests = load_manifests(EXPERIMENTS)
+    raw = resolve_run(None, "tiny", manifests, entry_values=training[0].values)
+    assert raw.run_id == "fig1__I4nothink-I1.7nothink__raw" and raw.method == "raw" and raw.gropd.gamma == 0.99
+
+
 def test_every_run_of_every_grid_resolves_in_both_profiles() -> None:
     manifests = load_manifests(EXPERIMENTS)
-    for name in ("table1", "lambda", "gamma", "table6"):
+    for name in ("table1", "lambda", "gamma", "table6", "fig1"):
         for entry in expand_grid(load_grid(name, EXPERIMENTS)):
             for profile in ("paper", "tiny"):
                 config = resolve_run(None, profile, manifests, entry_values=entry.values)

@@ -2,8 +2,10 @@
 `set` rules), expanded to editable per-run YAML files under experiments/runs/<profile>/.
 
 A run id is readable: `<grid>__<pairing>__<method>[-<leaf><value>...][__seed<N>]` for training
-runs and `<grid>__<model>-<mode>[__seed<N>]` for evaluation-only runs, e.g.
-`table1__I4nothink-I1.7nothink__gropd`, `gamma__I32nothink-I1.7nothink__gropd-lam0.2-gamma1`.
+runs, `<grid>__<pairing>__score[...]` for scoring passes and `<grid>__<model>-<mode>[__seed<N>]`
+for evaluation-only runs, e.g. `table1__I4nothink-I1.7nothink__gropd`,
+`gamma__I32nothink-I1.7nothink__gropd-lam0.2-gamma1`, `fig1__I4think-B1.7__score`.
+The grid's `kind` applies to every run; an `include` entry may set its own `kind`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from gropd.config.errors import ConfigError
 from gropd.config.layering import dotted_to_nested, read_yaml
 
 GRID_KEYS = {"name", "kind", "seeds", "matrix", "include", "set", "description"}
-IDENTITY_KEYS = ("pairing", "method", "model", "mode")
+IDENTITY_KEYS = ("kind", "pairing", "method", "model", "mode")
+KINDS = ("train", "eval", "score")
 HEADER = "# generated from experiments/grids/{grid}.yaml; edit freely (an edited file is kept). body-sha256: {digest}\n"
 
 
@@ -48,8 +51,13 @@ def load_grid(name: str, experiments_dir: Path) -> dict[str, Any]:
         raise ConfigError(str(path), sorted(unknown)[0], "unknown key", f"one of {', '.join(sorted(GRID_KEYS))}")
     if grid.get("name") != name:
         raise ConfigError(str(path), "name", f"{grid.get('name')!r}", f"{name!r} (the file's name)")
-    if grid.get("kind", "train") not in ("train", "eval"):
-        raise ConfigError(str(path), "kind", f"{grid.get('kind')!r}", "train or eval")
+    kinds = {"kind": grid.get("kind", "train")}
+    for i, entry in enumerate(grid.get("include") or []):
+        if isinstance(entry, dict) and "kind" in entry:
+            kinds[f"include[{i}].kind"] = entry["kind"]
+    for key, kind in kinds.items():
+        if kind not in KINDS:
+            raise ConfigError(str(path), key, f"{kind!r}", " or ".join(KINDS))
     seeds = grid.get("seeds", [0])
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
         raise ConfigError(str(path), "seeds", f"{seeds!r}", "a non-empty list of integers")
@@ -63,9 +71,9 @@ def expand_grid(grid: dict[str, Any], seeds: list[int] | None = None) -> list[Ru
         [dict(zip(matrix, values, strict=True)) for values in itertools.product(*matrix.values())] if matrix else []
     )
     combos += [dict(entry) for entry in grid.get("include") or []]
-    kind = grid.get("kind", "train")
     entries: list[RunEntry] = []
     for combo in combos:
+        kind = combo.get("kind", grid.get("kind", "train"))
         values = {"kind": kind, "grid": grid["name"], **combo}
         for rule in grid.get("set") or []:
             if all(combo.get(key) == want for key, want in rule["when"].items()):
@@ -98,6 +106,8 @@ def _run_id(grid: str, kind: str, combo: dict[str, Any], seed: int) -> str:
     extras = "".join(f"-{key.split('.')[-1]}{_fmt(value)}" for key, value in combo.items() if key not in IDENTITY_KEYS)
     if kind == "eval":
         parts = [grid, f"{combo.get('model')}-{combo.get('mode')}{extras}"]
+    elif kind == "score":
+        parts = [grid, str(combo.get("pairing")), f"score{extras}"]
     else:
         parts = [grid, str(combo.get("pairing")), f"{combo.get('method')}{extras}"]
     if seed:

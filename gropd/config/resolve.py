@@ -79,10 +79,12 @@ def check_against_manifests(config: RunConfig, manifests: Manifests, origins: Or
     where = lambda key: origin_of(origins, key)  # noqa: E731
     profile_models = manifests.models.get(config.profile, {})
     profile_suites = manifests.suites.get(config.profile, {})
-    if config.kind == "train":
-        for key in ("pairing", "method"):
+    if config.kind in ("train", "score"):
+        for key in ("pairing", "method") if config.kind == "train" else ("pairing",):
             if getattr(config, key) is None:
-                raise ConfigError(where(key), key, "missing for a train run", "a value")
+                raise ConfigError(where(key), key, f"missing for a {config.kind} run", "a value")
+        if config.kind == "score" and config.method is not None:
+            raise ConfigError(where("method"), "method", f"{config.method!r}", "no method: a score run updates nothing")
         if config.pairing not in manifests.pairings:
             raise ConfigError(
                 where("pairing"),

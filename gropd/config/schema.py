@@ -132,16 +132,18 @@ class BackendSettings(Strict):
 
 
 class RunConfig(Strict):
-    """One run, resolved from every layer. kind=train needs pairing+method; kind=eval needs model+mode
-    (checked with the manifests in `gropd.config.resolve`)."""
+    """One run, resolved from every layer. kind=train needs pairing+method; kind=eval needs model+mode;
+    kind=score needs pairing and no method: the student's responses to train.steps rollout batches,
+    scored under the teacher and graded, nothing updated (checked with the manifests in
+    `gropd.config.resolve`)."""
 
     run_id: str
     profile: str
-    kind: Literal["train", "eval"] = "train"
+    kind: Literal["train", "eval", "score"] = "train"
     grid: str | None = None
     seed: int = 0
     pairing: str | None = None
-    method: Literal["gropd", "opd"] | None = None
+    method: Literal["gropd", "opd", "raw"] | None = None
     model: str | None = None
     mode: Literal["default", "think", "nothink"] | None = None
     train: TrainSettings

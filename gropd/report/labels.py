@@ -7,12 +7,12 @@ from typing import Any
 
 from gropd.report.loading import GridRun
 
-METHOD_NAMES = {"gropd": "GR-OPD", "opd": "vanilla OPD"}
+METHOD_NAMES = {"gropd": "GR-OPD", "opd": "vanilla OPD", "raw": "raw score"}
 
 
 @dataclass(frozen=True)
 class RunParams:
-    """The credit rule of a run; lam and gamma are None for vanilla OPD (it has neither)."""
+    """The credit rule of a run; lam is None unless GR-OPD, gamma None for vanilla OPD (it has neither)."""
 
     method: str
     lam: float | None
@@ -20,14 +20,15 @@ class RunParams:
 
 
 def run_params(run: GridRun, defaults: dict[str, Any]) -> RunParams:
-    """Method, λ and γ from status.json, else the grid, else train.yaml + profile (`defaults`)."""
+    """Method, λ and γ from status.json, else the grid, else train.yaml + profile (`defaults`).
+    The raw score has a γ (its S_i is discounted) and no λ."""
     method = str(run.field("method"))
-    if method != "gropd":
+    if method not in ("gropd", "raw"):
         return RunParams(method=method, lam=None, gamma=None)
     gropd = defaults.get("gropd") or {}
     return RunParams(
         method=method,
-        lam=float(run.field("lam", gropd.get("lam"))),
+        lam=float(run.field("lam", gropd.get("lam"))) if method == "gropd" else None,
         gamma=float(run.field("gamma", gropd.get("gamma"))),
     )
 
@@ -38,10 +39,12 @@ def num(value: float) -> str:
 
 
 def method_label(params: RunParams) -> str:
-    """'GR-OPD (λ=0.25, γ=0.99)' or 'vanilla OPD'."""
+    """'GR-OPD (λ=0.25, γ=0.99)', 'raw score (γ=0.99)' or 'vanilla OPD'."""
     name = METHOD_NAMES.get(params.method, params.method)
-    if params.lam is None or params.gamma is None:
+    if params.gamma is None:
         return name
+    if params.lam is None:
+        return f"{name} (γ={num(params.gamma)})"
     return f"{name} (λ={num(params.lam)}, γ={num(params.gamma)})"
 
 

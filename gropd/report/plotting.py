@@ -1,16 +1,15 @@
-"""Shared drawing for Figures 3 and 4: run colours and line styles, one run's lines, saving.
+"""Shared drawing for Figures 1, 3 and 4: run colours and line styles, one run's lines, saving.
 
-Colours: vanilla OPD in `style.opd_colour` (purple); GR-OPD by λ on the sequential colormap
-`style.lambda_cmap`: the distinct λ of a figure, in increasing order, evenly spaced from 35 % of the
-map (pale but visible) to 100 % (so close values such as .2 and .25 stay distinguishable).
+Colours: vanilla OPD in `style.opd_colour` (purple); the raw score in `style.raw_colour`; GR-OPD by λ
+on the sequential colormap `style.lambda_cmap`: the distinct λ of a figure, in increasing order, evenly
+spaced from 35 % of the map (pale but visible) to 100 % (so close values such as .2 and .25 stay
+distinguishable).
 Line style: γ = 1 `style.gamma_one_linestyle` (dashed), any other γ solid.
 Figures are bare `matplotlib.figure.Figure` objects on the Agg canvas (no pyplot, no global backend state).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from gropd.atomic import atomic_write_text
+from gropd.atomic import atomic_write_text, atomic_write_with
 from gropd.report.labels import RunParams
 from gropd.report.loading import GridRun
 from gropd.report.settings import StyleSettings
@@ -53,6 +52,8 @@ def lambda_positions(params: list[RunParams]) -> dict[float, float]:
 def run_look(params: RunParams, positions: dict[float, float], style: StyleSettings) -> tuple[str | tuple, str]:
     """(colour, linestyle) of a run; `positions` from lambda_positions over the figure's runs."""
     linestyle = style.gamma_one_linestyle if params.gamma is not None and params.gamma >= 1.0 else "-"
+    if params.method == "raw":
+        return style.raw_colour, linestyle
     if params.lam is None:
         return style.opd_colour, linestyle
     return colormaps[style.lambda_cmap](positions[params.lam]), linestyle
@@ -70,18 +71,10 @@ def draw_dynamics(ax: Axes, steps: list[float], values: list[float], look: tuple
 
 def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
     """Write <stem>.png and <stem>.pdf atomically (temp file, then rename)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in ("png", "pdf"):
         path = out_dir / f"{stem}.{fmt}"
-        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            fig.savefig(tmp, format=fmt, dpi=150)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_with(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, dpi=150))
         paths.append(path)
     return paths
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gropd.report.context import ReportContext
+from gropd.report.figure1 import fig1
 from gropd.report.figure3 import fig3
 from gropd.report.figure4 import fig4
 from gropd.report.manifest_tables import table3, table4, table5
@@ -17,6 +18,7 @@ from gropd.report.table6 import table6
 ARTEFACTS: dict[str, Callable[[ReportContext], list[Path]]] = {
     "table1": table1,
     "table2": table2,
+    "fig1": fig1,
     "fig3": fig3,
     "fig4": fig4,
     "table3": table3,

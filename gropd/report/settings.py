@@ -28,6 +28,11 @@ class Table6Settings(Strict):
     token_decimals: int = Field(ge=0, default=1)
 
 
+class Fig1Settings(Strict):
+    horizon_points: int = Field(ge=2, default=40)
+    window: int = Field(ge=1, default=10)
+
+
 class Fig3Settings(Strict):
     metric: str = "verifier_reward"
     window: int = Field(ge=1, default=10)
@@ -42,6 +47,7 @@ class StyleSettings(Strict):
     opd_colour: str = "purple"
     lambda_cmap: str = "YlOrRd"
     gamma_one_linestyle: str = "--"
+    raw_colour: str = "tab:blue"
 
 
 class Table2Reference(Strict):
@@ -68,6 +74,7 @@ class ReportSettings(Strict):
     table1: Table1Settings = Table1Settings()
     table2: Table2Settings = Table2Settings()
     table6: Table6Settings = Table6Settings()
+    fig1: Fig1Settings = Fig1Settings()
     fig3: Fig3Settings = Fig3Settings()
     fig4: Fig4Settings = Fig4Settings()
     style: StyleSettings = StyleSettings()
