@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from gropd.report.claims import claims
 from gropd.report.context import ReportContext
 from gropd.report.figure3 import fig3
 from gropd.report.figure4 import fig4
@@ -23,6 +24,7 @@ ARTEFACTS: dict[str, Callable[[ReportContext], list[Path]]] = {
     "table4": table4,
     "table5": table5,
     "table6": table6,
+    "claims": claims,
 }
 
 
