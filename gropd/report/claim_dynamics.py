@@ -365,7 +365,7 @@ def pressure_sections(ctx: ReportContext) -> list[Section]:
         title="Cross-pattern runs show larger normalised pressure than matched runs",
         rule=RULES["pressure_cross"],
         paper=f"The paper (Table 2, normalised / retained pressure at γ = .99): {quote}.",
-        evidence=evidence + ["", f"- {verdict_a.outcome} — {verdict_a.reason}"] + run_list(ctx, settings),
+        evidence=evidence + ["", f"- {verdict_a.outcome} — {verdict_a.text}"] + run_list(ctx, settings),
         verdict=verdict_a,
         runs=runs,
         missing=missing,

@@ -86,7 +86,7 @@ def name_missing(verdict: Verdict, needs: dict[str, list[str]]) -> Verdict:
     parts = [f"{'; '.join(ids)} (`{GRID_TARGETS[grid]}`)" for grid, ids in needs.items() if ids]
     if verdict.outcome != NOT_TESTED or not parts:
         return verdict
-    return Verdict(NOT_TESTED, f"{verdict.reason}; missing runs: {'; '.join(parts)}")
+    return Verdict(NOT_TESTED, verdict.reason, "; ".join(parts))
 
 
 def unusable_lines(runs: list[GridRun], usable: set[str]) -> list[str]:
@@ -121,11 +121,11 @@ def matched(ctx: ReportContext, pairing: str) -> bool:
 
 def verdict_bullets(verdicts: dict[str, Verdict]) -> list[str]:
     """One bullet per judged cell: '- <cell>: <outcome> — <reason>'."""
-    return [f"- {name}: {v.outcome} — {v.reason}" for name, v in verdicts.items()]
+    return [f"- {name}: {v.outcome} — {v.text}" for name, v in verdicts.items()]
 
 
 def verdict_line(verdict: Verdict) -> str:
-    return f"**Verdict: {verdict.outcome}** — {verdict.reason}."
+    return f"**Verdict: {verdict.outcome}** — {verdict.text}."
 
 
 def run_list(ctx: ReportContext, settings: list[Setting]) -> list[str]:

@@ -153,6 +153,7 @@ def pairing_comparisons(
         diff, noise = (None, None)
         if a.values and b.values:
             diff, noise = beyond_noise(list(a.values.values()), list(b.values.values()))
+            noise = noise if min(len(a.values), len(b.values)) > 1 else None  # no spread from one seed
         verdicts[title(ctx, pairing)] = verdict
         rows.append(
             [
@@ -207,7 +208,7 @@ def gains_section(ctx: ReportContext) -> Section:
         "Magnitudes are not comparable across profiles (other models, suites and scale): only the direction of "
         "our gap, beyond noise, is judged; its size is reported."
         if ctx.profile != "paper"
-        else "Our sizes are shown beside the paper's; the verdict judges the direction beyond noise."
+        else f"Compare our differences with the paper's {gains}; the verdict judges the direction beyond noise."
     )
     evidence = [scale, ""] + pipe_table(COMPARISON_HEADER, [plain(row) for row in rows])
     evidence += [""] + verdict_bullets(verdicts)

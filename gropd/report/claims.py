@@ -45,7 +45,7 @@ def render(ctx: ReportContext, sections: list[Section]) -> str:
         "",
     ]
     lines += pipe_table(
-        ["claim", "verdict", "why"],
+        ["claim", "verdict", "why (missing runs: in the claim's section)"],
         [plain([f"{s.key}. {s.title}", s.verdict.outcome, s.verdict.reason]) for s in sections],
     )
     for s in sections:

@@ -30,10 +30,17 @@ LARGE_LAMBDA = 0.5  # "too much retained pressure": the paper's largest λ, comp
 
 @dataclass(frozen=True)
 class Verdict:
-    """One of REPRODUCED / NOT_REPRODUCED / NOT_TESTED and the sentence saying why."""
+    """One of REPRODUCED / NOT_REPRODUCED / NOT_TESTED, the sentence saying why, and (not tested) the
+    runs that would test it."""
 
     outcome: str
     reason: str
+    missing_runs: str = ""
+
+    @property
+    def text(self) -> str:
+        """The reason, then the missing runs where there are any."""
+        return self.reason + (f"; missing runs: {self.missing_runs}" if self.missing_runs else "")
 
 
 def beyond_noise(a: list[float], b: list[float]) -> tuple[float, float]:
