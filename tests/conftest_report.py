@@ -176,3 +176,27 @@ def metric_rows(n: int, **metrics: Any) -> list[dict]:
         return spec[step - 1] if isinstance(spec, list) else spec
 
     return [{"step": s, **{k: value(spec, s) for k, spec in metrics.items()}} for s in range(1, n + 1)]
+
+
+def seeded(run_id: str, seed: int) -> str:
+    """The run id of `seed` of a run whose seed-0 id is `run_id` (gropd.config.grids)."""
+    return run_id + (f"__seed{seed}" if seed else "")
+
+
+def macro_summary(value: float) -> dict[str, Any]:
+    """An eval/summary.json with tiny suites add/sub/mul at value − 1, value, value + 1: Macro = value."""
+    return summary({"add": value - 1, "sub": value, "mul": value + 1})
+
+
+def table1_grid(*pairings: str) -> dict[str, Any]:
+    """A table1 grid body over `pairings` x {gropd, opd}, seed 0, λ = 0.25 for the matched pairings."""
+    return {
+        "kind": "train",
+        "seeds": [0],
+        "matrix": {"pairing": list(pairings), "method": ["gropd", "opd"]},
+        "set": [
+            {"when": {"pairing": p, "method": "gropd"}, "values": {"gropd": {"lam": 0.25}}}
+            for p in pairings
+            if p in (P1, P2, P4)
+        ],
+    }
