@@ -11,6 +11,7 @@
 #   fig4     the γ sweep on I32nothink→I1.7nothink, then Figure 4 (length, reward, correlations)
 #   table6   evaluate the pre-OPD reference models, then Table 6
 #   tables   Tables 3–6 (3–5 straight from the manifests, 6 after its evaluations)
+#   claims   the paper's claims with this profile's evidence and verdicts (reports only: runs nothing)
 #   all      every run and every artefact
 #   runs     list every run of every grid with its state (finished, resumable, new, …)
 #   pin      resolve the paper's short revisions into experiments/lock.yaml (needs the Hub)
@@ -23,7 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }  # the header comment
 
 # --- 1. environment: a local .venv with pinned requirements, made on first use ----------
 ensure_venv() {
@@ -87,8 +88,9 @@ case "$target" in
   fig4)   run_grids gamma; report fig4;;
   table6) run_grids table6; report table6;;
   tables) run_grids table6; report table3 table4 table5 table6;;
+  claims) report claims;;
   all)    run_grids table6 table1 lambda gamma fig1
-          report table1 table2 fig1 fig3 fig4 table3 table4 table5 table6;;
+          report table1 table2 fig1 fig3 fig4 table3 table4 table5 table6 claims;;
   runs)   gropd runs --profile "$profile" ${seeds:+--seeds "$seeds"};;
   pin)    gropd pin --profile "${profile:-paper}";;
   world)  gropd world;;

@@ -42,17 +42,21 @@ def plain(texts: list[str]) -> list[Cell]:
     return [Cell(text) for text in texts]
 
 
-def to_markdown(table: Table) -> str:
-    """`### title`, the caption, a pipe table (bold as **x**), then footnotes and a 'Missing' list."""
+def pipe_table(header: list[str], rows: list[list[Cell]]) -> list[str]:
+    """The lines of a Markdown pipe table (bold cells as **x**, pipes escaped)."""
 
     def cell(c: Cell) -> str:
         text = c.text.replace("|", "\\|")
         return f"**{text}**" if c.bold and text else text
 
-    lines = [f"### {table.title}", "", table.caption, ""]
-    lines.append("| " + " | ".join(h.replace("|", "\\|") for h in table.header) + " |")
-    lines.append("|" + "|".join("---" for _ in table.header) + "|")
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table.rows]
+    lines = ["| " + " | ".join(h.replace("|", "\\|") for h in header) + " |"]
+    lines.append("|" + "|".join("---" for _ in header) + "|")
+    return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+
+
+def to_markdown(table: Table) -> str:
+    """`### title`, the caption, a pipe table (bold as **x**), then footnotes and a 'Missing' list."""
+    lines = [f"### {table.title}", "", table.caption, ""] + pipe_table(table.header, table.rows)
     if table.notes:
         lines += [""] + [f"{note}  " for note in table.notes]
     lines += ["", "**Missing:** none" if not table.missing else "**Missing:**"]

@@ -59,13 +59,14 @@ class GridRun:
                 continue
         return rows
 
+    def config(self) -> dict[str, Any]:
+        """The resolved config.yaml, {} when absent."""
+        path = self.path / "config.yaml"
+        return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
     def total_steps(self) -> int | None:
         """train.steps of the resolved config.yaml, None when unknown."""
-        path = self.path / "config.yaml"
-        if not path.exists():
-            return None
-        config = yaml.safe_load(path.read_text()) or {}
-        return (config.get("train") or {}).get("steps")
+        return (self.config().get("train") or {}).get("steps")
 
     def describe(self) -> str:
         """Why this run has no final result: 'not run', 'running, step 40 of 120', 'collapsed at step 7: …'."""
@@ -83,14 +84,29 @@ class GridRun:
 
 
 def grid_runs(ctx: ReportContext, grid: str) -> list[GridRun]:
-    """Every run `experiments/grids/<grid>.yaml` expands to, in grid order, with what results/ holds."""
+    """Every run `experiments/grids/<grid>.yaml` expands to, in grid order, with what results/ holds;
+    seeds beyond the grid's own (`--seeds N`) are included where results/ has a run of them."""
+    spec = load_grid(grid, ctx.experiments_dir)
+    own = set(spec.get("seeds", [0]))
     runs = []
-    for entry in expand_grid(load_grid(grid, ctx.experiments_dir)):
+    for entry in expand_grid(spec, sorted(own | extra_seeds(ctx.profile_results, grid))):
         path = ctx.profile_results / entry.run_id
+        if entry.values["seed"] not in own and not path.is_dir():
+            continue
         status_path = path / "status.json"
         status = json.loads(status_path.read_text()) if status_path.exists() else None
         runs.append(GridRun(run_id=entry.run_id, values=entry.values, path=path, status=status))
     return runs
+
+
+def extra_seeds(profile_results: Path, grid: str) -> set[int]:
+    """The N of every `<grid>__…__seed<N>` run folder under results/<profile>/."""
+    seeds = set()
+    for path in profile_results.glob(f"{grid}__*__seed*"):
+        tail = path.name.rsplit("__seed", 1)[-1]
+        if path.is_dir() and tail.isdigit():
+            seeds.add(int(tail))
+    return seeds
 
 
 def series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from gropd.report.claims import claims
 from gropd.report.context import ReportContext
 from gropd.report.figure1 import fig1
 from gropd.report.figure3 import fig3
@@ -25,6 +26,7 @@ ARTEFACTS: dict[str, Callable[[ReportContext], list[Path]]] = {
     "table4": table4,
     "table5": table5,
     "table6": table6,
+    "claims": claims,
 }
 
 

@@ -68,6 +68,7 @@ class Table6Reference(Strict):
 class PaperReference(Strict):
     table2: list[Table2Reference] = []
     table6: list[Table6Reference] = []
+    matched_gains: list[float] = []  # GR-OPD − vanilla OPD macro points in the two matched non-thinking pairings
 
 
 class ReportSettings(Strict):
