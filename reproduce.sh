@@ -24,7 +24,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }  # the header comment
+# usage: the comment block at the top of this file, up to its first other line (read by
+# basename: the cd above made this file's directory the current one)
+usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${0##*/}"; }
 
 # --- 1. environment: a local .venv with pinned requirements, made on first use ----------
 ensure_venv() {
@@ -44,7 +46,7 @@ ensure_venv() {
   fi
 }
 
-[ $# -ge 1 ] || { usage; exit 2; }
+[ $# -ge 1 ] || { usage >&2; exit 2; }
 case "$1" in -h|--help|help) usage; exit 0;; esac
 target=$1; shift
 profile=""; seeds=""; dry=""; from_results=""; force=""; passthrough=()
@@ -95,5 +97,5 @@ case "$target" in
   pin)    gropd pin --profile "${profile:-paper}";;
   world)  gropd world;;
   test)   py -m pytest -q "${passthrough[@]}";;
-  *) echo "unknown target '$target'" >&2; usage; exit 2;;
+  *) echo "unknown target '$target'" >&2; usage >&2; exit 2;;
 esac

@@ -22,7 +22,9 @@ Equivalence is math-verify's (`parse` + `verify`, gold first, its default tolera
 with math-verify's own `signal.alarm` timeouts switched off (they fail outside the main
 thread) and replaced by a per-item timeout enforced on worker processes: a worker still
 busy after `timeout_s` is killed and replaced, and its item is graded incorrect and
-counted as timed out. Two in-process shortcuts never call math-verify:
+counted as timed out. Workers are fresh interpreters (eval/grading_worker.py) that never
+import the caller's `__main__`, so grading works from any script, guarded or not. Two
+in-process shortcuts never call math-verify:
 
 * `fast_verdict`: a pair whose two sides are the same text after `normalise_text`
   (spaces, `$`, `\\left`/`\\right` dropped, `\\dfrac` read as `\\frac`) is correct; a
@@ -57,13 +59,14 @@ tests/test_grading.py):
 from __future__ import annotations
 
 import functools
-import logging
 import math
-import multiprocessing
 import os
 import re
-import signal
+import socket
+import subprocess
+import sys
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
@@ -267,7 +270,7 @@ def judge(gold: str, extracted: str) -> bool:
 
 # ----------------------------------------------------------------------------- worker pool
 
-_WARM_UP = (
+WARM_UP = (
     ("\\frac{1}{2}", "0.5"),
     ("[2, 5)", "(2,5)"),
     ("(3, \\frac{\\pi}{2})", "(3,\\pi/2)"),
@@ -277,36 +280,15 @@ _WARM_UP = (
 )
 
 
-def _worker_main(conn: Connection) -> None:
-    """Worker process: answer (gold, extracted) requests with judge() until told to stop.
-
-    On Linux its address space may grow by at most 4 GiB, so an answer that makes sympy
-    allocate without bound fails with MemoryError (graded incorrect) instead of
-    exhausting the machine.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if os.path.exists("/proc/self/statm"):
-        import resource
-
-        mapped = int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        resource.setrlimit(resource.RLIMIT_AS, (mapped + (4 << 30), resource.RLIM_INFINITY))
-    logging.getLogger("math_verify").setLevel(logging.ERROR)
-    for gold, answer in _WARM_UP:  # load math-verify's lazy parsers outside any deadline
-        judge(gold, answer)
-    conn.send("ready")
-    while True:
-        request = conn.recv()
-        if request is None:
-            return
-        try:
-            conn.send(judge(*request))
-        except Exception:  # a math-verify crash on one answer grades that answer incorrect
-            conn.send(False)
+def _kill(workers: list[_Worker]) -> None:
+    for worker in workers:
+        worker.process.kill()
+        worker.process.wait()
 
 
 @dataclass
 class _Worker:
-    process: multiprocessing.process.BaseProcess
+    process: subprocess.Popen
     conn: Connection
     ready: bool = False
     job: int | None = None
@@ -317,30 +299,35 @@ class _Worker:
 class VerifierPool:
     """Worker processes running `judge`, each item bounded by `timeout_s` wall seconds.
 
-    A worker still busy at its deadline (or one that dies) is killed and replaced; its
-    item comes back as (False, True) = (incorrect, timed out). Order is preserved.
+    Each worker is a fresh interpreter running eval/grading_worker.py over a socket pair (POSIX),
+    so it never imports the caller's `__main__`: grading works from an unguarded script or from
+    `python -`. A worker still busy at its deadline (or one that dies) is killed and replaced; its
+    item comes back as (False, True) = (incorrect, timed out). Order is preserved. Workers left
+    running are killed at interpreter exit; an idle one also exits when the parent dies.
     """
 
-    def __init__(self, workers: int, timeout_s: float, start_method: str | None = None) -> None:
+    def __init__(self, workers: int, timeout_s: float) -> None:
         if workers < 1 or timeout_s <= 0:
             raise ValueError(f"need workers >= 1 and timeout_s > 0, got {workers}, {timeout_s}")
-        method = start_method or ("forkserver" if os.name == "posix" else "spawn")
-        self._ctx = multiprocessing.get_context(method)
-        if method == "forkserver":
-            self._ctx.set_forkserver_preload(["math_verify", "sympy"])
         self.timeout_s = timeout_s
         self._workers = [self._start() for _ in range(workers)]
+        # like multiprocessing's daemon processes: killed at interpreter exit if never closed
+        self._kill_at_exit = weakref.finalize(self, _kill, self._workers)
 
-    def _start(self) -> _Worker:
-        parent, child = self._ctx.Pipe(duplex=True)
-        process = self._ctx.Process(target=_worker_main, args=(child,), daemon=True)
-        process.start()
-        child.close()
-        return _Worker(process, parent)
+    @staticmethod
+    def _start() -> _Worker:
+        """`python -P -m eval.grading_worker FD`, with this package's root first on its path."""
+        parent, child = socket.socketpair()
+        root = str(Path(__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        with child:
+            command = [sys.executable, "-P", "-m", "eval.grading_worker", str(child.fileno())]
+            process = subprocess.Popen(command, pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL)
+        return _Worker(process, Connection(parent.detach()))
 
     def _replace(self, worker: _Worker) -> _Worker:
         worker.process.kill()
-        worker.process.join()
+        worker.process.wait()
         worker.conn.close()
         return self._start()
 
@@ -370,31 +357,32 @@ class VerifierPool:
                 worker.deadline = time.monotonic() + self.timeout_s
 
     def _collect(self, results: list[tuple[bool, bool] | None]) -> None:
-        """Wait for one event (an answer, a ready worker, a death or a deadline); handle all."""
+        """Wait for one event (an answer, a ready worker, a death or a deadline); handle all.
+
+        A worker's death shows as end of file on its connection (its end closes when it exits).
+        """
         busy = [w.deadline for w in self._workers if w.job is not None]
         timeout = max(0.0, min(busy) - time.monotonic()) if busy else None
-        handles = [w.conn for w in self._workers] + [w.process.sentinel for w in self._workers]
-        fired = set(wait(handles, timeout))
+        fired = set(wait([w.conn for w in self._workers], timeout))
         for slot, worker in enumerate(self._workers):
-            message = None
+            message, dead = None, False
             if worker.conn in fired:
                 try:
                     message = worker.conn.recv()
                 except EOFError:
-                    message = None
+                    dead = True
             if message == "ready":
                 worker.ready = True
             elif message is not None:
                 results[worker.job] = (bool(message), False)
                 worker.job = None
-            elif worker.process.sentinel in fired or time.monotonic() >= worker.deadline:
+            elif dead or (worker.job is not None and time.monotonic() >= worker.deadline):
                 self._workers[slot] = self._on_stuck_or_dead(worker, results)
 
     def _on_stuck_or_dead(self, worker: _Worker, results: list) -> _Worker:
-        if worker.job is None and worker.process.is_alive():
-            return worker  # idle or still starting, nothing is late
         if not worker.ready:
-            raise RuntimeError(f"grading worker exited at start-up (code {worker.process.exitcode})")
+            code = worker.process.wait()
+            raise RuntimeError(f"grading worker (eval/grading_worker.py) exited at start-up (code {code}); see above")
         if worker.job is not None:
             results[worker.job] = (False, True)
         return self._replace(worker)
@@ -404,15 +392,17 @@ class VerifierPool:
         for worker in self._workers:
             try:
                 worker.conn.send(None)
-            except (BrokenPipeError, OSError):
+            except OSError:
                 pass
         for worker in self._workers:
-            worker.process.join(timeout=1.0)
-            if worker.process.is_alive():
+            try:
+                worker.process.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
                 worker.process.kill()
-                worker.process.join()
+                worker.process.wait()
             worker.conn.close()
-        self._workers = []
+        self._workers.clear()
+        self._kill_at_exit.detach()
 
     def __enter__(self) -> VerifierPool:
         return self

@@ -32,6 +32,7 @@ from eval.metrics import avg_at_k, macro, maj_at_k, mean_pass_at_k, mean_tokens
 from eval.suites import Question, SuiteSpec
 from gropd.atomic import atomic_write_text
 from gropd.rollout.base import RolloutEngine, SamplingSettings
+from gropd.run_dir import read_jsonl
 
 Record = dict[str, Any]
 
@@ -42,21 +43,8 @@ def chunk_seed(seed: int, suite: str, chunk: int) -> int:
 
 
 def read_records(path: Path) -> list[Record]:
-    """Records of a suite file; a torn (unparseable) last line is dropped, other bad lines raise."""
-    if not path.exists():
-        return []
-    lines = path.read_text(encoding="utf-8").split("\n")
-    records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            if number == len(lines):  # the last line, written without its newline: torn
-                break
-            raise ValueError(f"{path}:{number}: corrupt record ({exc})") from exc
-    return records
+    """Records of a suite file; a torn last line is dropped, other bad lines raise (read_jsonl)."""
+    return read_jsonl(path, f"delete {path} (its suite is evaluated again)")
 
 
 def complete_records(records: list[Record], questions: list[Question], k: int) -> dict[str, list[Record]]:

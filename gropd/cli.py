@@ -58,7 +58,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
     if args.profile == "paper":
         _require_pinned(manifests, configs)
     for index, config in enumerate(configs, 1):
-        _, state = run_state(config, RESULTS)
+        state = "forced (started afresh)" if args.force else run_state(config, RESULTS)[1]
         print(f"[{index}/{len(configs)}] {config.run_id}: {state}", file=sys.stderr)
         if not args.dry_run:
             execute(config, manifests, RESULTS, force=args.force)

@@ -52,32 +52,37 @@ def load_run(manifests: Manifests, profile: str, run_id: str, overrides: list[st
 
 
 def run_state(config: RunConfig, results_root: Path) -> tuple[RunDir, str]:
-    """(run dir, one of: new, finished, collapsed, resumable, changed)."""
+    """(run dir, one of: new, finished, collapsed, resumable, changed).
+
+    A broken file that carrying the run on would read raises RunFileError (RunDir.check).
+    """
     run_dir = RunDir(results_root / config.profile / config.run_id)
     status = run_dir.read_status()
     if status is None:
         return run_dir, "new"
-    if status.get("config_hash") != config_hash(config):
+    if status["config_hash"] != config_hash(config):
         return run_dir, "changed"
+    run_dir.check(status)
     return run_dir, status["status"] if status["status"] in DONE else "resumable"
 
 
 def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: bool = False) -> dict[str, Any]:
-    """Bring one run to `finished` or `collapsed`; returns its status."""
+    """Bring one run to `finished` or `collapsed`; returns its status. `force` deletes the run's
+    directory first, unread (so it also redoes a run whose files are broken)."""
+    if force:
+        shutil.rmtree(results_root / config.profile / config.run_id, ignore_errors=True)
     run_dir, state = run_state(config, results_root)
-    if state in DONE and not force:
+    if state in DONE:
         print(f"[{config.run_id}] already {state}; nothing to do (--force redoes it)", file=sys.stderr)
         return run_dir.read_status() or {}
-    if state == "changed" and not force:
+    if state == "changed":
         raise ConfigError(
             str(run_dir.config_path),
             "config_hash",
-            f"run {config.run_id} was started with config {run_dir.read_status().get('config_hash')} "
+            f"run {config.run_id} was started with config {run_dir.read_status()['config_hash']} "
             f"but now resolves to {config_hash(config)}",
             "the same config to resume, or --force to start it afresh",
         )
-    if force or state == "changed":
-        shutil.rmtree(run_dir.root, ignore_errors=True)
     run_dir.root.mkdir(parents=True, exist_ok=True)
     run_dir.write_config(config_yaml(config))
     status = run_dir.read_status() or {}

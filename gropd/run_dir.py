@@ -1,18 +1,86 @@
-"""One run's directory under results/<profile>/<run_id>/ (layout in results/README.md).
+"""One run's directory under results/<profile>/<run_id>/ (layout in results/README.md), and the one
+place its files are read back.
 
-status.json is rewritten atomically; metrics.jsonl is appended one line per rollout batch
-and, on resume, cut back to the last checkpointed step so each step appears exactly once.
+Writing: status.json and config.yaml are rewritten atomically; metrics.jsonl is appended one line
+per rollout batch and, on resume, cut back to the last checkpointed step so each step appears
+exactly once; a checkpoint directory (checkpoints/step_<N>/, final/) is written under a temp name,
+sealed with files.json (the size of every file in it) and only then renamed.
+
+Reading back: a file that is not valid, cut short, missing or edited raises RunFileError naming
+the file and what to do (delete the run directory, or pass --force to start the run afresh).
+The one thing tolerated is a torn last line of a JSON-lines file (an append cut short by a
+crash): it is dropped, with a note on stderr.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gropd.atomic import atomic_write_json, atomic_write_text
+from gropd.config.errors import RunFileError
+from gropd.config.resolve import data_hash
+
+STATES = ("running", "trained", "finished", "collapsed")
+SEAL = "files.json"
+
+
+def read_jsonl(path: Path, remedy: str, note: bool = True) -> list[dict[str, Any]]:
+    """The JSON objects of an append-only JSON-lines file, [] when it is absent.
+
+    A last line without its newline that does not parse is a torn append: it is dropped (with a
+    note on stderr when `note`). Any other line that is not a JSON object raises RunFileError.
+    """
+    if not path.exists():
+        return []
+    lines = _read_text(path, remedy).split("\n")
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number == len(lines):
+                if note:
+                    print(f"note: {path}: last line is incomplete (a write cut short); ignored", file=sys.stderr)
+                break
+            raise RunFileError(str(path), f"line {number} is not valid JSON ({exc})", remedy) from None
+        if not isinstance(record, dict):
+            raise RunFileError(str(path), f"line {number} is not a JSON object", remedy)
+        records.append(record)
+    return records
+
+
+def seal(directory: Path) -> None:
+    """Write directory/files.json: {relative path: size in bytes} of every file under `directory`."""
+    sizes = {
+        str(path.relative_to(directory)): path.stat().st_size
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and path.name != SEAL
+    }
+    atomic_write_json(directory / SEAL, sizes)
+
+
+def _read_text(path: Path, remedy: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise RunFileError(str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})", remedy) from None
+
+
+def _read_json(path: Path, remedy: str) -> Any:
+    text = _read_text(path, remedy)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RunFileError(str(path), "empty" if not text.strip() else f"not valid JSON ({exc})", remedy) from None
 
 
 class RunDir:
@@ -24,9 +92,34 @@ class RunDir:
         self.checkpoints = root / "checkpoints"
         self.final = root / "final"
         self.eval_dir = root / "eval"
+        self.summary_path = self.eval_dir / "summary.json"
+
+    @property
+    def afresh(self) -> str:
+        """How to redo this run from scratch (its directory is deleted unread)."""
+        run_id, profile = self.root.name, self.root.parent.name
+        return f"start the run afresh with `python -m gropd.cli run {run_id} --profile {profile} --force`"
+
+    @property
+    def remedy(self) -> str:
+        """What to do about a broken file of this run."""
+        return f"delete {self.root} and run it again, or {self.afresh}"
+
+    # ------------------------------------------------------------------------- status and config
 
     def read_status(self) -> dict[str, Any] | None:
-        return json.loads(self.status_path.read_text()) if self.status_path.exists() else None
+        """status.json, None when absent: a JSON object with `status` in STATES and a `config_hash`."""
+        if not self.status_path.exists():
+            return None
+        status = _read_json(self.status_path, self.remedy)
+        if not isinstance(status, dict):
+            raise RunFileError(str(self.status_path), "not a JSON object", self.remedy)
+        if status.get("status") not in STATES:
+            problem = f"status is {status.get('status')!r}, not one of {', '.join(STATES)}"
+            raise RunFileError(str(self.status_path), problem, self.remedy)
+        if not isinstance(status.get("config_hash"), str):
+            raise RunFileError(str(self.status_path), "no config_hash", self.remedy)
+        return status
 
     def update_status(self, **fields: Any) -> dict[str, Any]:
         """Merge `fields` into status.json (atomically) and return the new status."""
@@ -37,16 +130,48 @@ class RunDir:
     def write_config(self, config_yaml: str) -> None:
         atomic_write_text(self.config_path, config_yaml)
 
+    def read_config(self) -> dict[str, Any]:
+        """config.yaml as a mapping."""
+        if not self.config_path.exists():
+            raise RunFileError(str(self.config_path), "missing", self.remedy)
+        try:
+            config = yaml.safe_load(_read_text(self.config_path, self.remedy))
+        except yaml.YAMLError as exc:
+            raise RunFileError(str(self.config_path), f"not valid YAML ({exc})", self.remedy) from None
+        if not isinstance(config, dict):
+            raise RunFileError(str(self.config_path), "not a YAML mapping", self.remedy)
+        return config
+
+    def check(self, status: dict[str, Any]) -> None:
+        """Raise RunFileError if a file that carrying this run on would read is broken.
+
+        config.yaml must hash to status.json's config_hash (data_hash); a running train run needs a
+        readable metrics.jsonl and, if it has one, a complete latest checkpoint; a trained one a
+        complete final/; a run not yet finished needs readable eval/<suite>.jsonl files.
+        """
+        if data_hash(self.read_config()) != status["config_hash"]:
+            raise RunFileError(
+                str(self.config_path),
+                f"does not match config_hash {status['config_hash']} in {self.status_path.name} (edited or cut short)",
+                self.remedy,
+            )
+        if status.get("kind") == "train" and status["status"] == "running":
+            read_jsonl(self.metrics_path, self.remedy, note=False)
+            if latest := self.latest_checkpoint():
+                self.read_checkpoint(*latest)
+        if status.get("kind") == "train" and status["status"] == "trained":
+            self.check_sealed(self.final, self.remedy)
+        if status["status"] in ("running", "trained"):
+            for path in sorted(self.eval_dir.glob("*.jsonl")):
+                read_jsonl(path, f"delete {path} (its suite is evaluated again)", note=False)
+
+    # ------------------------------------------------------------------------- metrics and summary
+
     def read_metrics(self) -> list[dict[str, Any]]:
-        """All complete metric lines (a torn last line from a crash is ignored)."""
-        if not self.metrics_path.exists():
-            return []
-        records = []
-        for line in self.metrics_path.read_text().splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
+        """All complete metric records (read_jsonl: a torn last line is dropped, with a note)."""
+        records = read_jsonl(self.metrics_path, self.remedy)
+        if any(not isinstance(record.get("step"), int) for record in records):
+            raise RunFileError(str(self.metrics_path), "a record without an integer step", self.remedy)
         return records
 
     def append_metrics(self, record: dict[str, Any]) -> None:
@@ -61,3 +186,50 @@ class RunDir:
         kept = [record for record in self.read_metrics() if record["step"] <= last_step]
         atomic_write_text(self.metrics_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
         return kept
+
+    def read_summary(self) -> dict[str, Any] | None:
+        """eval/summary.json, None when absent."""
+        if not self.summary_path.exists():
+            return None
+        summary = _read_json(self.summary_path, self.remedy)
+        if not isinstance(summary, dict):
+            raise RunFileError(str(self.summary_path), "not a JSON object", self.remedy)
+        return summary
+
+    # ------------------------------------------------------------------------- checkpoints
+
+    def checkpoint_steps(self) -> list[tuple[int, Path]]:
+        """Checkpoints as (step, directory), oldest first (temp `.tmp` directories excluded)."""
+        found = [(path.name.split("_")[1], path) for path in self.checkpoints.glob("step_*")]
+        return sorted((int(step), path) for step, path in found if step.isdigit())
+
+    def latest_checkpoint(self) -> tuple[int, Path] | None:
+        steps = self.checkpoint_steps()
+        return steps[-1] if steps else None
+
+    def read_checkpoint(self, step: int, path: Path) -> dict[str, Any]:
+        """trainer_state.json of a complete checkpoint ({"step", "sampler"}), after check_sealed."""
+        remedy = f"delete {path} (the run resumes from the checkpoint before it, or from the start), or {self.afresh}"
+        self.check_sealed(path, remedy)
+        state = _read_json(path / "trainer_state.json", remedy)
+        if not isinstance(state, dict) or state.get("step") != step or "sampler" not in state:
+            raise RunFileError(str(path / "trainer_state.json"), f"not the trainer state of step {step}", remedy)
+        return state
+
+    @staticmethod
+    def check_sealed(directory: Path, remedy: str) -> None:
+        """Every file that directory/files.json lists exists with the size it was written with."""
+        seal_path = directory / SEAL
+        if not seal_path.exists():
+            where = "" if directory.exists() else f" ({directory} does not exist)"
+            problem = f"missing{where}: the directory was not completely written (or predates {SEAL})"
+            raise RunFileError(str(seal_path), problem, remedy)
+        sizes = _read_json(seal_path, remedy)
+        if not isinstance(sizes, dict):
+            raise RunFileError(str(seal_path), "not a JSON object", remedy)
+        for name, size in sizes.items():
+            path = directory / name
+            if not path.is_file():
+                raise RunFileError(str(path), f"missing (listed in {SEAL})", remedy)
+            if path.stat().st_size != size:
+                raise RunFileError(str(path), f"{path.stat().st_size} bytes, {size} when written (cut short)", remedy)

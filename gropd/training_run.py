@@ -1,7 +1,7 @@
 """One training run from its resolved config: build, resume, loop, checkpoint, collapse, save.
 
 Checkpoints (accelerate's save_state: model, optimiser, scheduler, RNG states, plus the
-prompt sampler's position) are written to a temp directory and renamed, every
+prompt sampler's position) are written to a temp directory, sealed and renamed (run_dir.py), every
 `checkpoint_every` rollout batches and at the end. A resumed run replays exactly:
 sampling seeds are functions of (seed, step, rank), and metrics.jsonl is cut back to
 the checkpoint's step before the loop goes on.
@@ -26,7 +26,7 @@ from gropd.components import PromptRenderer, build_rollout, build_teacher, load_
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
 from gropd.prompts import PromptSampler, load_prompt_pool
-from gropd.run_dir import RunDir
+from gropd.run_dir import RunDir, seal
 from gropd.schedule import lr_factor
 from gropd.trainer import StepContext, assign_prompts, print_progress, step_seed, train_step
 
@@ -51,27 +51,18 @@ def make_optimizer(config: RunConfig, model: torch.nn.Module):
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def checkpoint_steps(run_dir: RunDir) -> list[tuple[int, Path]]:
-    """Complete checkpoints as (step, directory), oldest first (temp `.tmp` directories excluded)."""
-    found = [(p.name.split("_")[1], p) for p in run_dir.checkpoints.glob("step_*")]
-    return sorted((int(step), path) for step, path in found if step.isdigit())
-
-
-def latest_checkpoint(run_dir: RunDir) -> tuple[int, Path] | None:
-    steps = checkpoint_steps(run_dir)
-    return steps[-1] if steps else None
-
-
 def save_checkpoint(accelerator: Accelerator, run_dir: RunDir, step: int, sampler: PromptSampler, keep: int) -> None:
     final, tmp = run_dir.checkpoints / f"step_{step}", run_dir.checkpoints / f"step_{step}.tmp"
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
     accelerator.wait_for_everyone()
     accelerator.save_state(str(tmp))
+    accelerator.wait_for_everyone()  # every process's files are on disk before they are sealed
     if accelerator.is_main_process:
         (tmp / "trainer_state.json").write_text(json.dumps({"step": step, "sampler": sampler.state_dict()}))
+        seal(tmp)
         tmp.rename(final)
-        for _, old in checkpoint_steps(run_dir)[:-keep]:
+        for _, old in run_dir.checkpoint_steps()[:-keep]:
             shutil.rmtree(old)
     accelerator.wait_for_everyone()
 
@@ -136,11 +127,12 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
         )
     ctx, sampler = build_context(config, manifests, accelerator, run_dir.root / "batches")
     history, first = [], 1
-    resume = latest_checkpoint(run_dir)
+    resume = run_dir.latest_checkpoint()
     if resume:
         step, path = resume
+        state = run_dir.read_checkpoint(step, path)
         accelerator.load_state(str(path))
-        sampler.load_state_dict(json.loads((path / "trainer_state.json").read_text())["sampler"])
+        sampler.load_state_dict(state["sampler"])
         history, first = run_dir.truncate_metrics(step), step + 1
         print(f"[{config.run_id}] resuming after step {step}", file=sys.stderr)
     elif accelerator.is_main_process:
@@ -177,6 +169,7 @@ def save_final(accelerator: Accelerator, ctx: StepContext, run_dir: RunDir) -> N
         shutil.rmtree(tmp, ignore_errors=True)
         accelerator.unwrap_model(ctx.model).save_pretrained(tmp, state_dict=state)
         ctx.student_prompt.tokenizer.save_pretrained(tmp)
+        seal(tmp)
         shutil.rmtree(run_dir.final, ignore_errors=True)
         tmp.rename(run_dir.final)
     accelerator.wait_for_everyone()

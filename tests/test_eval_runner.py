@@ -8,6 +8,7 @@ import pytest
 
 from eval.runner import chunk_seed, evaluate_model, read_records
 from eval.suites import Question, SuiteSpec
+from gropd.config import RunFileError
 from gropd.rollout.base import RolloutBatch, SamplingSettings
 
 SAMPLING = SamplingSettings(temperature=1.0, top_p=1.0, max_new_tokens=64)
@@ -151,5 +152,5 @@ def test_resume_after_interruption(tmp_path):
 def test_read_records_rejects_corruption_before_the_end(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_text('{"question_id": "q0"\n{"question_id": "q1", "sample": 0}\n')
-    with pytest.raises(ValueError, match="s.jsonl:1: corrupt record"):
+    with pytest.raises(RunFileError, match=r"s\.jsonl: line 1 is not valid JSON .*; delete .*s\.jsonl \(its suite"):
         read_records(path)

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
+import signal
+import subprocess
+import sys
 import time
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -201,3 +206,88 @@ def test_cache_grades_each_pair_once(grader):
     assert grader.judged == before + 1
     assert first == second and all(v.correct for v in first)
     assert grader.cache[("1024", "2^{10}")] == (True, False)
+
+
+# ------------------------------------------------------------------ workers never import the caller's __main__
+
+REPO = Path(__file__).resolve().parents[1]
+UNGUARDED = r"""
+from eval.grading import Grader
+
+responses = [r"\boxed{x^2}", r"So the answer is $2x+2$.", r"\boxed{2x}"]
+with Grader(workers=2) as grader:  # at the top level: no `if __name__ == "__main__":` guard
+    verdicts = grader.grade(responses, ["x*x", "2(x+1)", "x^2"])
+print([v.correct for v in verdicts], grader.judged)
+"""
+
+
+def run_python(tmp_path: Path, code: str, how: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python script.py` (the script written to tmp_path) or `python -` with the code on stdin."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    script = tmp_path / "script.py"
+    script.write_text(code)
+    argv, stdin = ([sys.executable, str(script)], None) if how == "file" else ([sys.executable, "-"], code)
+    return subprocess.run(argv, input=stdin, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("how", ["file", "stdin"])
+def test_unguarded_script_grades_through_the_workers(tmp_path, how):
+    result = run_python(tmp_path, UNGUARDED, how)
+    assert result.returncode == 0, result.stderr[-2000:]
+    # by hand: x^2 = x*x, 2x+2 = 2(x+1), 2x != x^2; none is a simple closed form, so all 3 reach math-verify
+    assert result.stdout.splitlines() == ["[True, True, False] 3"]
+
+
+@pytest.mark.parametrize("how", ["file", "stdin"])
+def test_readme_grading_example_runs_pasted_into_a_file_or_stdin(tmp_path, how):
+    example = (REPO / "README.md").read_text().split("## Grading answers from your own code", 1)[1]
+    code = example.split("```python\n", 1)[1].split("```", 1)[0]
+    result = run_python(tmp_path, code, how)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "[True, True, False]\n"  # as its comment says; by hand: equal, equal, 7 != 8
+
+
+STUCK = """
+import threading, time
+threading.Thread(target=grader.grade, args=([r"\\boxed{9^{9^{9^{9}}}}"], ["1"]), daemon=True).start()
+time.sleep(1.0)  # a worker is now stuck in math-verify (timeout_s = 5): the exit kills it
+"""
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (Linux /proc)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize(
+    "ending",
+    ["", STUCK, "os._exit(0)  # no interpreter shutdown: the workers see end of file"],
+    ids=["end", "busy", "_exit"],
+)
+def test_workers_do_not_outlive_a_script_that_never_closes_its_grader(tmp_path, ending):
+    code = f"""
+import os
+from eval.grading import Grader
+
+grader = Grader(workers=2)
+grader.grade([r"\\boxed{{x^2}}"], ["x*x"])  # starts the workers
+with open("pids", "w") as handle:
+    print(*(worker.process.pid for worker in grader._pool._workers), file=handle)
+{ending}
+"""
+    pids_file = tmp_path / "pids"
+    try:
+        result = run_python(tmp_path, code, "file", timeout=60)  # returns once no worker holds its stdout
+        assert result.returncode == 0, result.stderr[-2000:]
+        pids = [int(pid) for pid in pids_file.read_text().split()]
+        deadline = time.monotonic() + 10
+        while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(pids) == 2 and not any(alive(pid) for pid in pids)
+    finally:  # a failure must not leave a worker stuck in math-verify behind
+        for pid in pids_file.read_text().split() if pids_file.exists() else []:
+            if alive(int(pid)):
+                os.kill(int(pid), signal.SIGKILL)

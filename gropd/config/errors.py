@@ -15,3 +15,14 @@ class ConfigError(Exception):
         if expected:
             message += f" (expected {expected})"
         super().__init__(message)
+
+
+class RunFileError(ConfigError):
+    """A file under results/ that cannot be read back: invalid, truncated, missing or edited.
+
+    Printed as `<file>: <problem>; <what to do>`; the CLI exits 2 on it (it is a ConfigError).
+    """
+
+    def __init__(self, file: str, problem: str, remedy: str):
+        self.file, self.key, self.problem, self.expected = file, "", problem, remedy
+        Exception.__init__(self, f"{file}: {problem}; {remedy}")

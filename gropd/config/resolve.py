@@ -127,7 +127,13 @@ def check_against_manifests(config: RunConfig, manifests: Manifests, origins: Or
 
 def config_hash(config: RunConfig) -> str:
     """sha256 of the canonical JSON of the resolved config (first 16 hex digits)."""
-    canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return data_hash(config.model_dump(mode="json"))
+
+
+def data_hash(data: Any) -> str:
+    """sha256 of the canonical JSON of `data` (first 16 hex digits); of a saved config.yaml's
+    contents it equals the config_hash of the config that wrote it."""
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

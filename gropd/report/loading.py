@@ -1,21 +1,21 @@
 """Reading results/: the runs a grid promises, their status, metrics and evaluation summary.
 
-A run lives in `results/<profile>/<run_id>/` (layout in results/README.md). A run the grid
-promises but results/ lacks is "not run"; nothing here raises on a missing or partial run.
+A run lives in `results/<profile>/<run_id>/` (layout in results/README.md) and its files are
+read through RunDir. A run the grid promises but results/ lacks is "not run"; nothing here raises
+on a missing or partial run (a torn last line of metrics.jsonl is dropped with a note on stderr),
+but a broken file raises RunFileError naming it.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gropd.config.grids import expand_grid, load_grid
 from gropd.report.context import ReportContext
+from gropd.run_dir import RunDir
 
 
 @dataclass(frozen=True)
@@ -43,26 +43,16 @@ class GridRun:
 
     def summary(self) -> dict[str, Any] | None:
         """eval/summary.json, or None when absent."""
-        path = self.path / "eval" / "summary.json"
-        return json.loads(path.read_text()) if path.exists() else None
+        return RunDir(self.path).read_summary()
 
     def metrics(self) -> list[dict[str, Any]]:
-        """metrics.jsonl rows (one per rollout batch), [] when absent; a torn last line is skipped."""
-        path = self.path / "metrics.jsonl"
-        if not path.exists():
-            return []
-        rows = []
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return rows
+        """metrics.jsonl rows (one per rollout batch), [] when absent; a torn last line is dropped."""
+        return RunDir(self.path).read_metrics()
 
     def config(self) -> dict[str, Any]:
         """The resolved config.yaml, {} when absent."""
-        path = self.path / "config.yaml"
-        return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+        run_dir = RunDir(self.path)
+        return run_dir.read_config() if run_dir.config_path.exists() else {}
 
     def total_steps(self) -> int | None:
         """train.steps of the resolved config.yaml, None when unknown."""
@@ -93,9 +83,7 @@ def grid_runs(ctx: ReportContext, grid: str) -> list[GridRun]:
         path = ctx.profile_results / entry.run_id
         if entry.values["seed"] not in own and not path.is_dir():
             continue
-        status_path = path / "status.json"
-        status = json.loads(status_path.read_text()) if status_path.exists() else None
-        runs.append(GridRun(run_id=entry.run_id, values=entry.values, path=path, status=status))
+        runs.append(GridRun(run_id=entry.run_id, values=entry.values, path=path, status=RunDir(path).read_status()))
     return runs
 
 
