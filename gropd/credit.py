@@ -179,19 +179,25 @@ def broadcast(A: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def pressure(
-    S: torch.Tensor, group_size: int, lam: float, eps: float = 1e-6, std: str = "unbiased"
+    S: torch.Tensor,
+    group_size: int,
+    lam: float,
+    eps: float = 1e-6,
+    std: str = "unbiased",
+    sigma_floor: float = 1e-6,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Table 2's batch proxies: `P = mean_g |μ_g| / (σ_g + ε)` and retained `λ·P`.
 
-    Returns two 0-dim tensors `(normalised, retained)`. Every group counts, degenerate
-    ones included: their σ is at most the floor (0 when undefined), so they add
-    `|μ_g| / (σ_g + ε) ≤ |μ_g| / ε`, finite for finite scores because `ε > 0` is
-    required. Such a group can dominate `P`; read it beside `degenerate_groups`.
+    Returns two 0-dim tensors `(normalised, retained)`. The mean runs over the groups with
+    a relative signal: a degenerate group (`degenerate_groups`: σ below `sigma_floor`, or
+    undefined) is left out, since its |μ|/(σ + ε) measures ε rather than the teacher and
+    would swamp the batch (up to |μ|/ε). NaN when every group is degenerate.
     """
     if eps <= 0:
         raise ValueError(f"pressure needs eps > 0 to stay finite, got {eps}")
     mu, sigma = group_stats(S, group_size, std)
-    normalised = (mu.abs() / (sigma + eps)).mean()
+    usable = ~_is_degenerate(sigma, group_size, std, sigma_floor)
+    normalised = (mu.abs() / (sigma + eps))[usable].mean()
     return normalised, lam * normalised
 
 

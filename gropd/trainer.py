@@ -221,7 +221,7 @@ def rollout_metrics(ctx: StepContext, config, rollout: Rollout, rewards: list[fl
     tokens = sum(joined["tokens"])
     S = torch.tensor(joined["S"])
     g = config.gropd
-    normalised, retained = pressure(S, config.train.group_size, g.lam, g.eps, g.std)
+    normalised, retained = pressure(S, config.train.group_size, g.lam, g.eps, g.std, g.sigma_floor)
     return {
         "mean_response_len": mean(joined["len"]),
         "frac_at_len_cap": mean([float(c) for c in joined["capped"]]),

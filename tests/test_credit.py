@@ -148,7 +148,7 @@ def test_opd_advantages_and_broadcast():
 # --------------------------------------------------------------------------- pressure
 
 
-def test_pressure_hand_example_and_degenerate_group_stays_finite():
+def test_pressure_hand_example_and_degenerate_groups_left_out():
     # groups [1, 3] (|μ| 2, σ 1) and [2, 6] (4, 2), population: P = (2 + 2) / 2 = 2
     normalised, retained = pressure(S_TWO_GROUPS, 2, lam=0.5, eps=1e-12, std="population")
     assert normalised.item() == pytest.approx(2.0, abs=1e-10)
@@ -156,12 +156,15 @@ def test_pressure_hand_example_and_degenerate_group_stays_finite():
     # unbiased: (2/√2 + 4/(2√2)) / 2 = √2
     normalised, _ = pressure(S_TWO_GROUPS, 2, lam=0.5, eps=1e-12)
     assert normalised.item() == pytest.approx(math.sqrt(2), abs=1e-10)
-    # identical responses: the group adds |μ|/ε = 2/1e-6 and is not dropped: (2e6 + √2) / 2
+    # identical responses [2, 2]: no relative signal, left out; [1, 3] alone gives 2 / (√2 + ε)
     normalised, retained = pressure(t([2.0, 2.0, 1.0, 3.0]), 2, lam=0.25)
-    assert normalised.item() == pytest.approx((2e6 + 2 / (math.sqrt(2) + 1e-6)) / 2, rel=1e-12)
+    assert normalised.item() == pytest.approx(2 / (math.sqrt(2) + 1e-6), rel=1e-12)
     assert retained.item() == pytest.approx(0.25 * normalised.item(), rel=1e-15)
-    normalised, _ = pressure(t([4.0, -2.0]), 1, lam=1.0)  # G = 1, Bessel: σ reported 0
-    assert math.isfinite(normalised.item()) and normalised.item() == pytest.approx(3e6, rel=1e-12)
+    # a σ just above the floor still counts: [2, 2 + 2e-6] has σ = √2·1e-6 > 1e-6
+    normalised, _ = pressure(t([2.0, 2.0 + 2e-6]), 2, lam=1.0)
+    assert normalised.item() == pytest.approx(2.000001 / (math.sqrt(2) * 1e-6 + 1e-6), rel=1e-6)
+    normalised, _ = pressure(t([4.0, -2.0]), 1, lam=1.0)  # G = 1, Bessel: σ undefined, every group left out
+    assert math.isnan(normalised.item())
     with pytest.raises(ValueError, match="eps > 0"):
         pressure(S_TWO_GROUPS, 2, lam=0.5, eps=0.0)
 
@@ -291,4 +294,4 @@ def test_results_do_not_depend_on_group_order(data, lam, rng):
     A = gropd_advantages(S, G, lam)
     assert torch.equal(gropd_advantages(S[rows], G, lam), A[rows])
     assert torch.equal(degenerate_groups(S[rows], G), degenerate_groups(S, G)[torch.tensor(order)])
-    assert pressure(S[rows], G, lam)[0].item() == pytest.approx(pressure(S, G, lam)[0].item(), rel=1e-12)
+    assert pressure(S[rows], G, lam)[0].item() == pytest.approx(pressure(S, G, lam)[0].item(), rel=1e-12, nan_ok=True)
