@@ -55,13 +55,13 @@ class _TokenLogProbs(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_chosen, grad_entropy):
+        if grad_chosen is None and grad_entropy is None:
+            return None, None, None, None, None, None, None
         hidden, weight, bias, targets, entropy = ctx.saved_tensors
         need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
         grad_hidden = torch.zeros_like(hidden) if need_hidden else None
         grad_weight = torch.zeros_like(weight, dtype=torch.float32) if need_weight else None
         grad_bias = torch.zeros_like(bias, dtype=torch.float32) if need_bias else None
-        if grad_chosen is None and grad_entropy is None:
-            return grad_hidden, grad_weight, grad_bias, None, None, None, None
         for start in range(0, hidden.shape[0], ctx.chunk):
             rows = slice(start, start + ctx.chunk)
             grad_logits = _chunk_grad_logits(

@@ -117,7 +117,7 @@ def unpadded_reference(model, prompts, responses, temperature):
 
 def check_against_reference(model, prompts, responses, temperature, with_entropy) -> None:
     """Values (to 1e-5) and parameter gradients (to 1e-5 of their largest entry, at least 1e-5)
-of a weighted sum, packed vs unpadded."""
+    of a weighted sum, packed vs unpadded."""
     batch = pack(prompts, responses, pad_id=0, device=CPU)
     weights = torch.randn(batch.response_ids.shape, generator=torch.Generator().manual_seed(7))
     chosen, entropy = response_logprobs(model, batch, temperature, with_entropy)
