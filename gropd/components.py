@@ -63,7 +63,9 @@ def resolve_device(name: str) -> torch.device:
 def _hf_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id: int) -> TeacherScorer:
     from gropd.teacher.hf import HFTeacher
 
-    return HFTeacher(load_model(teacher.ref, device, config.backend.dtype), pad_id, device)
+    return HFTeacher(
+        load_model(teacher.ref, device, config.backend.dtype), pad_id, device, config.backend.max_tokens_per_forward
+    )
 
 
 def _vllm_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id: int) -> TeacherScorer:

@@ -8,9 +8,14 @@ T = the longest response, right-padded, and `mask` 1 on real response tokens.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
+from accelerate.utils import extract_model_from_parallel
+
+from gropd.chunked_logprobs import token_logprobs
 
 
 @dataclass
@@ -55,15 +60,92 @@ def response_logprobs(
 
     Logits are divided by `temperature` first, so the numbers are those of the
     distribution the sampler drew from. Gradients flow when the caller allows them.
+    Only the response positions reach the LM head (`logits_to_keep`), only its real
+    tokens go through the head, chunk by chunk (`gropd.chunked_logprobs`): no
+    `[B, P+T, V]` logits are made.
     """
     width, length = batch.prompt_width, batch.response_ids.shape[1]
-    logits = model(
-        input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids
-    ).logits
-    logits = logits[:, width - 1 : width - 1 + length].float() / temperature
-    log_probs = torch.log_softmax(logits, dim=-1)
-    chosen = log_probs.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1) * batch.response_mask
-    if not with_entropy:
-        return chosen, None
-    entropy = -(log_probs.exp() * log_probs).sum(-1) * batch.response_mask
+    if width < 1:
+        raise ValueError("every row needs a prompt token: y_0 is predicted from the last prompt position")
+    real = batch.response_mask.bool()  # [B, T]
+    with _head_scores_tokens(model, real, batch.response_ids[real], temperature, with_entropy):
+        scores = model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            logits_to_keep=torch.arange(width - 1, width - 1 + length, device=real.device),  # h_t at column P-1+t
+        ).logits  # [N, 1 or 2]: the N real response tokens, row by row
+    zeros = torch.zeros(real.shape, dtype=torch.float32, device=real.device)
+    chosen = zeros.masked_scatter(real, scores[:, 0])
+    return chosen, zeros.masked_scatter(real, scores[:, 1]) if with_entropy else None
+
+
+@contextmanager
+def _head_scores_tokens(
+    model: torch.nn.Module, real: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool
+) -> Iterator[None]:
+    """While inside, the model's LM head maps hidden states `[B, T, H]` to `[N, 1]` (log π of
+    `targets`, N = real.sum()) or `[N, 2]` (and the entropy) instead of logits `[B, T, V]`.
+
+    The head is swapped inside the model's own forward, so wrappers (DDP, FSDP2) still
+    gather and reduce its weight as usual.
+    """
+    head = extract_model_from_parallel(model).get_output_embeddings()
+    if not isinstance(head, torch.nn.Linear):
+        raise TypeError(f"response_logprobs needs a linear LM head, got {type(head).__name__}")
+
+    def scores(hidden: torch.Tensor) -> torch.Tensor:
+        chosen, entropy = token_logprobs(hidden[real], head.weight, head.bias, targets, temperature, with_entropy)
+        return torch.stack([chosen, entropy], dim=-1) if with_entropy else chosen[:, None]
+
+    own = head.__dict__.get("forward")
+    head.forward = scores
+    try:
+        yield
+    finally:
+        if own is None:
+            del head.forward
+        else:
+            head.forward = own
+
+
+def token_budget_slices(prompt_ids: list[list[int]], response_ids: list[list[int]], max_tokens: int) -> list[slice]:
+    """Consecutive rows, in order, grouped so that rows x (longest prompt + longest response)
+    stays within `max_tokens`; a row longer than the budget on its own forms its own group."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+    slices, start, width, length = [], 0, 0, 1
+    for row, (prompt, response) in enumerate(zip(prompt_ids, response_ids, strict=True)):
+        wider, longer = max(width, len(prompt)), max(length, len(response))
+        if row > start and (row - start + 1) * (wider + longer) > max_tokens:
+            slices.append(slice(start, row))
+            start, wider, longer = row, len(prompt), max(1, len(response))
+        width, length = wider, longer
+    if prompt_ids:
+        slices.append(slice(start, len(prompt_ids)))
+    return slices
+
+
+def budgeted_response_logprobs(
+    model: torch.nn.Module,
+    prompt_ids: list[list[int]],
+    response_ids: list[list[int]],
+    pad_id: int,
+    device: torch.device,
+    max_tokens: int,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`response_logprobs` of all rows `[B, T]` (T = the longest response), one forward per
+    `token_budget_slices` group, each packed on its own."""
+    length = max(1, max((len(r) for r in response_ids), default=0))
+    chosen = torch.zeros(len(response_ids), length, device=device)
+    entropy = torch.zeros_like(chosen) if with_entropy else None
+    for rows in token_budget_slices(prompt_ids, response_ids, max_tokens):
+        part, part_entropy = response_logprobs(
+            model, pack(prompt_ids[rows], response_ids[rows], pad_id, device), temperature, with_entropy
+        )
+        chosen[rows, : part.shape[1]] = part
+        if entropy is not None:
+            entropy[rows, : part.shape[1]] = part_entropy
     return chosen, entropy

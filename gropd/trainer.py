@@ -25,7 +25,7 @@ from eval.grading import Grader
 from eval.suites import Question
 from gropd.atomic import atomic_write_with
 from gropd.credit import pressure, token_advantages, token_feedback, trajectory_scores
-from gropd.logprobs import PackedBatch, pack, response_logprobs
+from gropd.logprobs import PackedBatch, budgeted_response_logprobs, pack, response_logprobs
 from gropd.loss import clipped_policy_loss
 from gropd.rollout.base import RolloutBatch, RolloutEngine, SamplingSettings
 from gropd.teacher.base import TeacherScorer
@@ -85,7 +85,16 @@ def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: i
     t2 = time.perf_counter()
     packed = pack(batch.prompt_ids, batch.response_ids, ctx.pad_id, device)
     with torch.no_grad():
-        logp_old, entropy = response_logprobs(ctx.model, packed, config.sampling.temperature, with_entropy=True)
+        logp_old, entropy = budgeted_response_logprobs(
+            ctx.model,
+            batch.prompt_ids,
+            batch.response_ids,
+            ctx.pad_id,
+            device,
+            config.backend.max_tokens_per_forward,
+            config.sampling.temperature,
+            with_entropy=True,
+        )
     width = packed.response_ids.shape[1]
     teacher_logp = torch.tensor([row + [0.0] * (width - len(row)) for row in teacher_rows], device=device)
     mask = packed.response_mask

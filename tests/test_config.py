@@ -50,6 +50,8 @@ BAD_OVERRIDES = [
     (["pairing=I8think-B1.7"], "pairing", "one of I4nothink-I1.7nothink, I32nothink-I1.7nothink"),
     (["eval.suites=[aime24]"], "eval.suites", "one of add"),
     (["gropd.std=sample"], "gropd.std", "'unbiased' or 'population'"),
+    (["backend.max_tokens_per_forward=0"], "backend.max_tokens_per_forward", "greater than or equal to 1"),
+    (["backend.max_tokens_per_forward=lots"], "backend.max_tokens_per_forward", "valid integer"),
 ]
 
 

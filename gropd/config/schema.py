@@ -129,6 +129,7 @@ class BackendSettings(Strict):
     threads: int | None = Field(default=None, ge=1)
     tensor_parallel: int = Field(ge=1, default=1)
     gradient_checkpointing: bool = False
+    max_tokens_per_forward: int = Field(ge=1)  # no-grad log-prob forwards: rows x padded width per forward
 
 
 class RunConfig(Strict):
