@@ -124,8 +124,10 @@ def check_against_manifests(config: RunConfig, manifests: Manifests, origins: Or
 
 
 def config_hash(config: RunConfig) -> str:
-    """sha256 of the canonical JSON of the resolved config (first 16 hex digits)."""
-    canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    """sha256 of the canonical JSON of the resolved config (first 16 hex digits), `tracking` left out:
+    where curves are sent does not change a run's results, so switching a tracker on keeps runs finished."""
+    identity = config.model_dump(mode="json", exclude={"tracking"})
+    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

@@ -128,6 +128,15 @@ class BackendSettings(Strict):
     gradient_checkpointing: bool = False
 
 
+class TrackingSettings(Strict):
+    """Experiment trackers (accelerate's): where curves go while a run trains. Not part of the
+    config hash: watching a run does not change what it computes."""
+
+    backends: list[Literal["tensorboard", "wandb"]] = Field(default_factory=lambda: ["tensorboard"])
+    project: str = Field(default="gropd", min_length=1)
+    wandb_mode: Literal["offline", "online"] = "offline"
+
+
 class RunConfig(Strict):
     """One run, resolved from every layer. kind=train needs pairing+method; kind=eval needs model+mode
     (checked with the manifests in `gropd.config.resolve`)."""
@@ -149,3 +158,4 @@ class RunConfig(Strict):
     eval: EvalSettings
     prompt: PromptSettings
     backend: BackendSettings
+    tracking: TrackingSettings = TrackingSettings()
