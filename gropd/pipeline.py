@@ -97,7 +97,8 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
             from gropd.training_run import make_accelerator
 
             summary = evaluate_run(config, manifests, run_dir)
-            log_evaluation(make_accelerator(config, run_dir.root), config, run_dir.root, summary, status.get("step", 0))
+            accelerator = make_accelerator(config, run_dir.root)
+            log_evaluation(accelerator, config, run_dir.root, summary, step=status.get("step", 0) + 1)
             status = run_dir.update_status(status="finished")
     return status
 

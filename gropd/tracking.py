@@ -1,9 +1,10 @@
 """Experiment tracking through accelerate's trackers (TensorBoard by default, W&B optional).
 
 What goes to the trackers: every metrics.jsonl record at its own `step` (None values
-skipped), the evaluation summary at the end (`eval/<suite>/<key>` and `eval/macro`, at
-the run's last training step, 0 for an evaluation-only run), and the resolved config as
-hyper-parameters when a run starts from step 1. TensorBoard writes under
+skipped), the evaluation summary at the end (`eval/<suite>/<key>` and `eval/macro`, at the
+step after the last training step, 1 for an evaluation-only run: W&B accepts only increasing
+steps, and the evaluation may run in a later process than the training), and the resolved
+config as hyper-parameters when a run starts from step 1. TensorBoard writes under
 results/<profile>/<run_id>/tracking/<project>/, so `tensorboard --logdir results/` shows
 every run; it stores scalars as 32-bit floats.
 

@@ -49,7 +49,7 @@ def expected_series(run_dir: RunDir) -> dict[str, list[tuple[int, float]]]:
                 series.setdefault(key, []).append((record["step"], float(np.float32(value))))
     summary = yaml.safe_load((run_dir.eval_dir / "summary.json").read_text())
     for key, value in summary_scalars(summary).items():
-        series[key] = [(records[-1]["step"], float(np.float32(value)))]
+        series[key] = [(records[-1]["step"] + 1, float(np.float32(value)))]  # the step after training
     return series
 
 
