@@ -182,6 +182,13 @@ def run_grid_jobs(
         f"{split_threads(cores, jobs)} for runs not started (N x threads <= cores); started runs keep theirs",
         file=out,
     )
+    vllm_on_gpus = [c for c in configs if uses_cuda(c, gpus) and "vllm" in (c.backend.rollout, c.backend.teacher)]
+    if vllm_on_gpus and min(jobs, len(vllm_on_gpus)) > len(gpus):
+        print(
+            f"warning: up to {min(jobs, len(vllm_on_gpus))} runs with vLLM engines would share {len(gpus)} GPU(s); "
+            "each engine reserves a fixed share of its GPU's memory, so use --jobs <= the GPU count",
+            file=out,
+        )
     for config, job in zip(configs, planned, strict=True):
         gpu = f", CUDA_VISIBLE_DEVICES={job.env['CUDA_VISIBLE_DEVICES']}" if "CUDA_VISIBLE_DEVICES" in job.env else ""
         print(f"  {job.run_id}: {run_state(config, results_root)[1]}, backend.threads={job.threads}{gpu}", file=out)
