@@ -28,5 +28,5 @@ for n in 1 "$jobs"; do
      > "$scratch/jobs$n.log" 2>&1) || echo "--jobs $n: a run failed (log: $scratch/jobs$n.log)" >&2
   end=$(date +%s.%N)
   states=$(cd "$project" && PYTHONPATH="$repo" "$python" -m gropd.cli status --profile tiny "$@" | tail -n 1)
-  printf -- '--jobs %-3s %7.1f s  (%s on %s cores; %s)\n' "$n" "$(awk -v a="$start" -v b="$end" 'BEGIN {print b - a}')" "$grid" "$(nproc)" "$states"
+  printf -- '--jobs %-3s %7.1f s  (%s on %s cores; %s)\n' "$n" "$(awk -v a="$start" -v b="$end" 'BEGIN {print b - a}')" "$grid" "$(env -u OMP_NUM_THREADS nproc)" "$states"
 done
