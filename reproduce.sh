@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GR-OPD reproduction: the paper's procedure, top to bottom.
 #
-#   ./reproduce.sh TARGET [--profile tiny|paper] [--seeds N] [--full] [--dry-run] [--from-results] [--force] [key.path=value ...]
+#   ./reproduce.sh TARGET [--profile tiny|paper] [--seeds N] [--jobs N] [--full] [--dry-run] [--from-results] [--force] [key.path=value ...]
 #
 # Targets
 #   table1   train + evaluate the 5 pairings x {GR-OPD, vanilla OPD}, then write Table 1
@@ -14,6 +14,8 @@
 #   claims   the paper's claims with this profile's evidence and verdicts (reports only: runs nothing)
 #   all      every run and every artefact
 #   runs     list every run of every grid with its state (finished, resumable, new, …)
+#   status   one table of every run: state, step, reward, length, ETA or wall time (from results/;
+#            works from another terminal while a grid runs; all profiles with results unless --profile)
 #   pin      resolve the paper's short revisions into experiments/lock.yaml (needs the Hub)
 #   world    build the tiny world (tokenizer, arithmetic suites, SFT teachers and students)
 #   test     run the test suite
@@ -21,6 +23,8 @@
 # Without --profile: paper when CUDA is present, tiny otherwise (it says which and why).
 # --from-results rebuilds artefacts from results/ without running anything.
 # --full (tiny profile) evaluates every question (500 per suite) instead of the fast 50.
+# --jobs N runs up to N runs of the grids at once, each its own process, backend.threads = cores / N.
+# Curves: tensorboard --logdir results/   (every run writes results/<profile>/<run_id>/tracking/)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -49,12 +53,14 @@ ensure_venv() {
 [ $# -ge 1 ] || { usage >&2; exit 2; }
 case "$1" in -h|--help|help) usage; exit 0;; esac
 target=$1; shift
-profile=""; seeds=""; dry=""; from_results=""; force=""; passthrough=()
+profile=""; seeds=""; jobs=""; dry=""; from_results=""; force=""; passthrough=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) profile=$2; shift 2;;
     --profile=*) profile=${1#*=}; shift;;
     --seeds) seeds=$2; shift 2;;
+    --jobs) jobs=$2; shift 2;;
+    --jobs=*) jobs=${1#*=}; shift;;
     --full) passthrough+=("eval.questions=null"); shift;;
     --dry-run) dry=--dry-run; shift;;
     --from-results) from_results=1; shift;;
@@ -67,7 +73,7 @@ done
 ensure_venv
 export PYTHONUNBUFFERED=1
 py() { .venv/bin/python "$@"; }
-if [ -z "$profile" ] && [[ "$target" != test && "$target" != pin ]]; then
+if [ -z "$profile" ] && [[ "$target" != test && "$target" != pin && "$target" != status ]]; then
   profile=$(py -c "import torch; print('paper' if torch.cuda.is_available() else 'tiny')")
   if [ "$profile" = tiny ]; then why="no CUDA device found"; else why="CUDA is available"; fi
   echo "profile: $profile ($why; pass --profile to choose)" >&2
@@ -77,7 +83,7 @@ gropd() { py -m gropd.cli "$@"; }
 # --- 2. runs: train (GR-OPD or vanilla OPD) and evaluate every run the target needs ------
 run_grids() {
   [ -n "$from_results" ] && return 0
-  gropd grid "$@" --profile "$profile" ${seeds:+--seeds "$seeds"} $dry $force "${passthrough[@]}"
+  gropd grid "$@" --profile "$profile" ${seeds:+--seeds "$seeds"} ${jobs:+--jobs "$jobs"} $dry $force "${passthrough[@]}"
 }
 # --- 3. reports: rebuilt from results/ alone -------------------------------------------
 report() { [ -n "$dry" ] || gropd report "$@" --profile "$profile"; }
@@ -94,6 +100,7 @@ case "$target" in
   all)    run_grids table6 table1 lambda gamma fig1
           report table1 table2 fig1 fig3 fig4 table3 table4 table5 table6 claims;;
   runs)   gropd runs --profile "$profile" ${seeds:+--seeds "$seeds"};;
+  status) gropd status ${profile:+--profile "$profile"} "${passthrough[@]}";;
   pin)    gropd pin --profile "${profile:-paper}";;
   world)  gropd world;;
   test)   py -m pytest -q "${passthrough[@]}";;

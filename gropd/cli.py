@@ -1,8 +1,9 @@
 """Command line behind ./reproduce.sh: list, run and report the experiments.
 
     python -m gropd.cli runs    [--profile P] [--grid G ...] [--seeds N]
-    python -m gropd.cli grid    G ... [--profile P] [--seeds N] [--dry-run] [--force] [key.path=value ...]
+    python -m gropd.cli grid    G ... [--profile P] [--seeds N] [--jobs N] [--dry-run] [--force] [key.path=value ...]
     python -m gropd.cli run     RUN_ID [--profile P] [--force] [key.path=value ...]
+    python -m gropd.cli status  [--profile P ...] [key.path=value ...]
     python -m gropd.cli report  NAME ... [--profile P]
     python -m gropd.cli pin     [--profile paper]
     python -m gropd.cli world   (build the tiny world now)
@@ -16,8 +17,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from gropd.config import ConfigError, load_manifests
-from gropd.pipeline import execute, grid_entries, load_run, materialise, run_state
+from gropd.config import ConfigError, RunConfig, load_manifests
+from gropd.optional import MissingDependencyError
+from gropd.pipeline import execute, find_run_file, grid_entries, load_run, materialise, run_state
+from gropd.threads import keep_started_threads, threads_set_on_purpose
+from gropd.tracking import check_backends
 
 EXPERIMENTS = Path("experiments")
 RESULTS = Path("results")
@@ -36,6 +40,14 @@ def _seeds(count: int | None) -> list[int] | None:
     return list(range(count)) if count else None
 
 
+def _resolve(manifests, profile: str, run_id: str, overrides: list[str]) -> RunConfig:
+    """The run's config; a run that started keeps the thread count it started with (gropd/threads.py)."""
+    config = load_run(manifests, profile, run_id, overrides)
+    if threads_set_on_purpose(overrides, find_run_file(manifests, profile, run_id)):
+        return config
+    return keep_started_threads(config, RESULTS)
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     manifests = load_manifests(EXPERIMENTS)
     from gropd.config.grids import grid_names
@@ -44,8 +56,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for entry, path, written in materialise(
         manifests, args.profile, grid_entries(manifests, grids, _seeds(args.seeds))
     ):
-        config = load_run(manifests, args.profile, entry.run_id)
-        _, state = run_state(config, RESULTS)
+        _, state = run_state(_resolve(manifests, args.profile, entry.run_id, []), RESULTS)
         print(f"{entry.run_id:<60} {state:<10} {path} ({written})")
     return 0
 
@@ -54,9 +65,24 @@ def cmd_grid(args: argparse.Namespace) -> int:
     manifests = load_manifests(EXPERIMENTS)
     entries = grid_entries(manifests, args.grids, _seeds(args.seeds))
     materialise(manifests, args.profile, entries)
-    configs = [load_run(manifests, args.profile, entry.run_id, args.overrides) for entry in entries]
+    configs = [_resolve(manifests, args.profile, entry.run_id, args.overrides) for entry in entries]
     if args.profile == "paper":
         _require_pinned(manifests, configs)
+    for config in configs:
+        check_backends(config.tracking)
+    if args.jobs > 1:
+        from gropd.jobs import run_grid_jobs
+
+        runs_dir = manifests.root / "runs" / args.profile
+        return run_grid_jobs(
+            configs,
+            jobs=args.jobs,
+            overrides=args.overrides,
+            force=args.force,
+            dry_run=args.dry_run,
+            results_root=RESULTS,
+            runs_dir=runs_dir,
+        )
     for index, config in enumerate(configs, 1):
         state = "forced (started afresh)" if args.force else run_state(config, RESULTS)[1]
         print(f"[{index}/{len(configs)}] {config.run_id}: {state}", file=sys.stderr)
@@ -67,7 +93,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     manifests = load_manifests(EXPERIMENTS)
-    config = load_run(manifests, args.profile, args.run_id, args.overrides)
+    config = _resolve(manifests, args.profile, args.run_id, args.overrides)
     if args.profile == "paper":
         _require_pinned(manifests, [config])
     status = execute(config, manifests, RESULTS, force=args.force)
@@ -86,6 +112,17 @@ def _require_pinned(manifests, configs) -> None:
         )
         for label in labels:
             checkpoint_ref(manifests, config.profile, label)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from gropd.status_table import format_table, status_rows
+
+    manifests = load_manifests(EXPERIMENTS)
+    with_results = [p for p in manifests.profiles if any(RESULTS.glob(f"{p}/*/status.json"))]
+    for profile in args.profiles or with_results or manifests.profiles:
+        print(f"profile {profile} ({RESULTS / profile}):")
+        print(format_table(status_rows(manifests, profile, RESULTS, args.overrides)))
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -119,6 +156,12 @@ def cmd_world(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="gropd", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -132,11 +175,14 @@ def parser() -> argparse.ArgumentParser:
     grid = sub.add_parser("grid", parents=[common], help="run every run of one or more grids")
     grid.add_argument("grids", nargs="+")
     grid.add_argument("--seeds", type=int, help="seeds 0..N-1 instead of the grid's own")
+    grid.add_argument("--jobs", type=_positive, default=1, help="runs at once, each its own process (default 1)")
     grid.add_argument("--dry-run", action="store_true")
     grid.add_argument("--force", action="store_true")
     run = sub.add_parser("run", parents=[common], help="run one run id (train if needed, then evaluate)")
     run.add_argument("run_id")
     run.add_argument("--force", action="store_true")
+    status = sub.add_parser("status", help="one table of every run of every grid, from results/")
+    status.add_argument("--profile", dest="profiles", action="append", help="default: profiles with results")
     report = sub.add_parser("report", parents=[common], help="rebuild tables/figures from results/ only")
     report.add_argument("names", nargs="+")
     pin = sub.add_parser("pin", help="resolve the paper's short revisions into experiments/lock.yaml")
@@ -167,13 +213,14 @@ def main(argv: list[str] | None = None) -> int:
         "runs": cmd_runs,
         "grid": cmd_grid,
         "run": cmd_run,
+        "status": cmd_status,
         "report": cmd_report,
         "pin": cmd_pin,
         "world": cmd_world,
     }
     try:
         return handlers[args.command](args)
-    except ConfigError as err:
+    except (ConfigError, MissingDependencyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -15,6 +15,8 @@ from typing import Any
 from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_yaml, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid, write_run_file
 from gropd.run_dir import RunDir
+from gropd.run_session import run_session
+from gropd.tracking import check_backends, log_evaluation
 
 DONE = ("finished", "collapsed")
 
@@ -52,7 +54,7 @@ def load_run(manifests: Manifests, profile: str, run_id: str, overrides: list[st
 
 
 def run_state(config: RunConfig, results_root: Path) -> tuple[RunDir, str]:
-    """(run dir, one of: new, finished, collapsed, resumable, changed).
+    """(run dir, one of: new, finished, collapsed, failed, resumable, changed); a failed run resumes too.
 
     A broken file that carrying the run on would read raises RunFileError (RunDir.check).
     """
@@ -63,7 +65,7 @@ def run_state(config: RunConfig, results_root: Path) -> tuple[RunDir, str]:
     if status["config_hash"] != config_hash(config):
         return run_dir, "changed"
     run_dir.check(status)
-    return run_dir, status["status"] if status["status"] in DONE else "resumable"
+    return run_dir, status["status"] if status["status"] in (*DONE, "failed") else "resumable"
 
 
 def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: bool = False) -> dict[str, Any]:
@@ -83,6 +85,7 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
             f"but now resolves to {config_hash(config)}",
             "the same config to resume, or --force to start it afresh",
         )
+    check_backends(config.tracking)
     run_dir.root.mkdir(parents=True, exist_ok=True)
     run_dir.write_config(config_yaml(config))
     status = run_dir.read_status() or {}
@@ -90,19 +93,23 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
         status = run_dir.update_status(
             **identity(config, manifests), status="running", reason=None, step=0, collapse_step=None
         )
-    if config.kind == "train" and status["status"] == "running":
-        from gropd.training_run import train_run
+    with run_session(run_dir) as status:
+        if config.kind == "train" and status["status"] == "running":
+            from gropd.training_run import train_run
 
-        status = run_dir.update_status(**train_run(config, manifests, run_dir))
-    if config.kind == "score" and status["status"] == "running":
-        from gropd.scoring_run import score_run
+            status = run_dir.update_status(**train_run(config, manifests, run_dir))
+        if config.kind == "score" and status["status"] == "running":
+            from gropd.scoring_run import score_run
 
-        return run_dir.update_status(**score_run(config, manifests, run_dir))
-    if status["status"] in ("trained", "running"):
-        from gropd.evaluation import evaluate_run
+            return run_dir.update_status(**score_run(config, manifests, run_dir))
+        if status["status"] in ("trained", "running"):
+            from gropd.evaluation import evaluate_run
+            from gropd.training_run import make_accelerator
 
-        evaluate_run(config, manifests, run_dir)
-        status = run_dir.update_status(status="finished")
+            summary = evaluate_run(config, manifests, run_dir)
+            accelerator = make_accelerator(config, run_dir.root)
+            log_evaluation(accelerator, config, run_dir.root, summary, step=status.get("step", 0) + 1)
+            status = run_dir.update_status(status="finished")
     return status
 
 

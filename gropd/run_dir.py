@@ -27,7 +27,7 @@ from gropd.atomic import atomic_write_json, atomic_write_text
 from gropd.config.errors import RunFileError
 from gropd.config.resolve import data_hash
 
-STATES = ("running", "trained", "finished", "collapsed")
+STATES = ("running", "trained", "finished", "collapsed", "failed")
 SEAL = "files.json"
 
 
@@ -147,21 +147,23 @@ class RunDir:
 
         config.yaml must hash to status.json's config_hash (data_hash); a running train run needs a
         readable metrics.jsonl and, if it has one, a complete latest checkpoint; a trained one a
-        complete final/; a run not yet finished needs readable eval/<suite>.jsonl files.
+        complete final/; a run not yet finished needs readable eval/<suite>.jsonl files. A failed run
+        is checked as the status it failed in.
         """
+        state = (status.get("failed_in") or "running") if status["status"] == "failed" else status["status"]
         if data_hash(self.read_config()) != status["config_hash"]:
             raise RunFileError(
                 str(self.config_path),
                 f"does not match config_hash {status['config_hash']} in {self.status_path.name} (edited or cut short)",
                 self.remedy,
             )
-        if status.get("kind") == "train" and status["status"] == "running":
+        if status.get("kind") == "train" and state == "running":
             read_jsonl(self.metrics_path, self.remedy, note=False)
             if latest := self.latest_checkpoint():
                 self.read_checkpoint(*latest)
-        if status.get("kind") == "train" and status["status"] == "trained":
+        if status.get("kind") == "train" and state == "trained":
             self.check_sealed(self.final, self.remedy)
-        if status["status"] in ("running", "trained"):
+        if state in ("running", "trained"):
             for path in sorted(self.eval_dir.glob("*.jsonl")):
                 read_jsonl(path, f"delete {path} (its suite is evaluated again)", note=False)
 

@@ -21,6 +21,7 @@ from accelerate.utils import set_seed
 
 from eval.grading import Grader
 from eval.suites import Question
+from gropd import tracking
 from gropd.collapse import collapse_reason
 from gropd.components import PromptRenderer, build_rollout, build_teacher, load_student, pairing_roles
 from gropd.config.manifests import Manifests
@@ -31,12 +32,13 @@ from gropd.schedule import lr_factor
 from gropd.trainer import StepContext, assign_prompts, print_progress, step_seed, train_step
 
 
-def make_accelerator(config: RunConfig) -> Accelerator:
+def make_accelerator(config: RunConfig, run_root: Path) -> Accelerator:
+    """The run's Accelerator, with its trackers (config.tracking) writing under run_root/tracking."""
     device = config.backend.device
     cpu = device == "cpu" or (device == "auto" and not torch.cuda.is_available())
     if config.backend.threads:
         torch.set_num_threads(config.backend.threads)
-    return Accelerator(cpu=cpu, mixed_precision="no")
+    return Accelerator(cpu=cpu, mixed_precision="no", **tracking.accelerator_kwargs(config.tracking, run_root))
 
 
 def make_optimizer(config: RunConfig, model: torch.nn.Module):
@@ -118,7 +120,7 @@ def local_questions(sampler: PromptSampler, config: RunConfig, step: int, accele
 
 def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
     """Train until `train.steps` or collapse; returns the final status. Resumes from the last checkpoint."""
-    accelerator = make_accelerator(config)
+    accelerator = make_accelerator(config, run_dir.root)
     minibatch_prompts = config.train.minibatch_responses // config.train.group_size
     if minibatch_prompts % accelerator.num_processes:
         raise ValueError(
@@ -137,6 +139,7 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
         print(f"[{config.run_id}] resuming after step {step}", file=sys.stderr)
     elif accelerator.is_main_process:
         run_dir.truncate_metrics(0)
+    tracking.start(accelerator, config, run_dir.root, first_step=first)
     started, status = time.perf_counter(), {"status": "running", "reason": None}
     try:
         for step in range(first, config.train.steps + 1):
@@ -145,6 +148,7 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
             reason = collapse_reason(history, config.collapse)
             if accelerator.is_main_process:
                 run_dir.append_metrics(record)
+                tracking.log_step(accelerator, record)
                 run_dir.update_status(step=step, status="running")
                 print_progress(config.run_id, record, config.train.steps, started, first)
             if reason:
@@ -157,6 +161,7 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
     if status["status"] == "running":
         save_final(accelerator, ctx, run_dir)
         status = {"status": "trained", "reason": None, "collapse_step": None}
+    accelerator.end_training()
     return status
 
 

@@ -125,15 +125,21 @@ def check_against_manifests(config: RunConfig, manifests: Manifests, origins: Or
                 )
 
 
+NOT_HASHED = ("tracking",)  # config keys that do not change a run's results
+
+
 def config_hash(config: RunConfig) -> str:
-    """sha256 of the canonical JSON of the resolved config (first 16 hex digits)."""
+    """sha256 of the canonical JSON of the resolved config (first 16 hex digits), `tracking` left out
+    (data_hash): where curves are sent does not change a run's results, so switching a tracker on keeps
+    runs finished."""
     return data_hash(config.model_dump(mode="json"))
 
 
-def data_hash(data: Any) -> str:
-    """sha256 of the canonical JSON of `data` (first 16 hex digits); of a saved config.yaml's
-    contents it equals the config_hash of the config that wrote it."""
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+def data_hash(data: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of a config mapping without its NOT_HASHED keys (first 16 hex
+    digits); of a saved config.yaml's contents it equals the config_hash of the config that wrote it."""
+    identity = {key: value for key, value in data.items() if key not in NOT_HASHED}
+    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

@@ -132,6 +132,15 @@ class BackendSettings(Strict):
     max_tokens_per_forward: int = Field(ge=1)  # no-grad log-prob forwards: rows x padded width per forward
 
 
+class TrackingSettings(Strict):
+    """Experiment trackers (accelerate's): where curves go while a run trains. Not part of the
+    config hash: watching a run does not change what it computes."""
+
+    backends: list[Literal["tensorboard", "wandb"]] = Field(default_factory=lambda: ["tensorboard"])
+    project: str = Field(default="gropd", min_length=1)
+    wandb_mode: Literal["offline", "online"] = "offline"
+
+
 class RunConfig(Strict):
     """One run, resolved from every layer. kind=train needs pairing+method; kind=eval needs model+mode;
     kind=score needs pairing and no method: the student's responses to train.steps rollout batches,
@@ -155,3 +164,4 @@ class RunConfig(Strict):
     eval: EvalSettings
     prompt: PromptSettings
     backend: BackendSettings
+    tracking: TrackingSettings = TrackingSettings()

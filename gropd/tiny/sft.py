@@ -133,8 +133,10 @@ def sft_train(
     num_threads: int,
     log_every: int = 0,
     on_step: Callable[[int, Qwen3ForCausalLM], None] | None = None,
+    until: int | None = None,
 ) -> list[float]:
-    """Train `model` in place for settings.steps steps; return the loss of every step.
+    """Train `model` in place for settings.steps steps (or only the first `until` of them, on
+    the same schedule); return the loss of every step.
 
     Each step draws batch_size examples uniformly (with replacement) from `examples`
     with a generator seeded by settings.seed. `on_step(step, model)` is called after
@@ -149,7 +151,7 @@ def sft_train(
     )
     model.train()
     losses = []
-    for step in range(settings.steps):
+    for step in range(settings.steps if until is None else until):
         for group in optimiser.param_groups:
             group["lr"] = lr_at(step, settings)
         batch = collate([examples[rng.randrange(len(examples))] for _ in range(settings.batch_size)], pad_id)

@@ -8,6 +8,11 @@ built, builds everything deterministically from the recipe's seeds into
       models/<label>/       save_pretrained directory (AutoModelForCausalLM loads it)
       world.json            recipe hash, build seconds, per-model/mode/task held-out accuracy
 
+A model is either its own SFT run (`shape` + `sft`) or an *earlier checkpoint* of another
+label's run (`checkpoint_of` + `step`): the students are the teachers' own runs stopped
+early, so student and teacher are of one family (architecture, data, schedule), as Qwen3
+models are, and differ in training compute. The run saves the checkpoint on its way.
+
 The hash covers the parsed recipe and GENERATOR_VERSION (bump it whenever the tokenizer,
 tasks, templates or SFT code change what gets built). The build happens in a temporary
 directory that is renamed into place, so a cache directory is either complete or absent.
@@ -29,6 +34,7 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -41,8 +47,9 @@ from gropd.tiny import tasks as tiny_tasks
 from gropd.tiny.sft import ModelShape, SFTSettings, build_model, make_examples, sft_train
 from gropd.tiny.tokenizer import build_tokenizer
 
-GENERATOR_VERSION = f"world1-tasks{tiny_tasks.VERSION}"
+GENERATOR_VERSION = f"world2-tasks{tiny_tasks.VERSION}"
 LABELS = ("B1.7", "B4", "I1.7", "I4", "I32")
+LOSS_WINDOW = 25  # steps per point of a run's recorded loss curve
 
 
 @dataclass(frozen=True)
@@ -54,8 +61,16 @@ class ModelRecipe:
 
 
 @dataclass(frozen=True)
+class EarlierCheckpoint:
+    """A model that is label `checkpoint_of`'s SFT run after `step` of its steps (same schedule)."""
+
+    checkpoint_of: str
+    step: int
+
+
+@dataclass(frozen=True)
 class Recipe:
-    """The whole tiny world: shared settings and one ModelRecipe per label."""
+    """The whole tiny world: shared settings and one ModelRecipe or EarlierCheckpoint per label."""
 
     instruction: str
     num_threads: int
@@ -63,7 +78,24 @@ class Recipe:
     eval_questions_per_task: int
     eval_max_new_tokens: int
     eval_batch_size: int
-    models: dict[str, ModelRecipe]
+    models: dict[str, ModelRecipe | EarlierCheckpoint]
+
+    def run_of(self, label: str) -> str:
+        """The label whose SFT run makes `label` (itself, or the run it is a checkpoint of)."""
+        spec = self.models[label]
+        return spec.checkpoint_of if isinstance(spec, EarlierCheckpoint) else label
+
+    def modes(self, label: str) -> tuple[str, ...]:
+        """The modes model `label` was trained in (those of its run)."""
+        return self.models[self.run_of(label)].sft.modes
+
+    def runs(self) -> dict[str, list[str]]:
+        """Each SFT run (by its own label, in recipe order) → the labels it makes: its checkpoints, then itself."""
+        made: dict[str, list[str]] = {label: [] for label, spec in self.models.items() if isinstance(spec, ModelRecipe)}
+        for label, spec in self.models.items():
+            if isinstance(spec, EarlierCheckpoint):
+                made[spec.checkpoint_of].append(label)
+        return {run: labels + [run] for run, labels in made.items()}
 
 
 def _typed(cls: type, data: object, where: str) -> object:
@@ -88,16 +120,24 @@ def parse_recipe(data: dict, source: str) -> Recipe:
     ev = data["eval"]
     if not isinstance(ev, dict) or set(ev) != {"questions_per_task", "max_new_tokens", "batch_size"}:
         raise ValueError(f"{source}: key 'eval' needs questions_per_task, max_new_tokens, batch_size")
-    models = {}
+    models: dict[str, ModelRecipe | EarlierCheckpoint] = {}
     for label, spec in data["models"].items():
         if label not in LABELS:
             raise ValueError(f"{source}: models.{label}: unknown label; valid labels: {', '.join(LABELS)}")
-        if not isinstance(spec, dict) or set(spec) != {"shape", "sft"}:
-            raise ValueError(f"{source}: models.{label}: expected exactly the keys ['sft', 'shape']")
-        models[label] = ModelRecipe(
-            shape=_typed(ModelShape, spec["shape"], f"{source}: models.{label}.shape"),
-            sft=_typed(SFTSettings, spec["sft"], f"{source}: models.{label}.sft"),
-        )
+        if isinstance(spec, dict) and set(spec) == {"checkpoint_of", "step"}:
+            models[label] = _typed(EarlierCheckpoint, spec, f"{source}: models.{label}")
+        elif isinstance(spec, dict) and set(spec) == {"shape", "sft"}:
+            models[label] = ModelRecipe(
+                shape=_typed(ModelShape, spec["shape"], f"{source}: models.{label}.shape"),
+                sft=_typed(SFTSettings, spec["sft"], f"{source}: models.{label}.sft"),
+            )
+        else:
+            raise ValueError(
+                f"{source}: models.{label}: expected exactly the keys ['sft', 'shape'] or ['checkpoint_of', 'step']"
+            )
+    for label, spec in models.items():
+        if isinstance(spec, EarlierCheckpoint):
+            _check_checkpoint(label, spec, models, source)
     return Recipe(
         instruction=str(data["instruction"]),
         num_threads=int(data["num_threads"]),
@@ -109,6 +149,24 @@ def parse_recipe(data: dict, source: str) -> Recipe:
     )
 
 
+def _check_checkpoint(
+    label: str, spec: EarlierCheckpoint, models: dict[str, ModelRecipe | EarlierCheckpoint], source: str
+) -> None:
+    """`checkpoint_of` names a label with its own SFT run, and `step` lies inside that run."""
+    runs = sorted(name for name, other in models.items() if isinstance(other, ModelRecipe))
+    parent = models.get(spec.checkpoint_of)
+    if not isinstance(parent, ModelRecipe):
+        raise ValueError(
+            f"{source}: models.{label}.checkpoint_of: {spec.checkpoint_of!r} is not a model with its own "
+            f"sft run; expected one of {runs}"
+        )
+    if not 1 <= spec.step < parent.sft.steps:
+        raise ValueError(
+            f"{source}: models.{label}.step: {spec.step} must lie in [1, {parent.sft.steps - 1}] "
+            f"(the steps of {spec.checkpoint_of}'s run, before its last)"
+        )
+
+
 def recipe_hash(data: dict) -> str:
     """sha256 over GENERATOR_VERSION and the recipe's canonical JSON (comments and key order don't count)."""
     canonical = json.dumps({"generator": GENERATOR_VERSION, "recipe": data}, sort_keys=True)
@@ -118,6 +176,9 @@ def recipe_hash(data: dict) -> str:
 def label_hash(recipe: Recipe, label: str) -> str:
     """sha256 of everything that decides model `label`'s weights and measured accuracy."""
     spec = recipe.models[label]
+    if isinstance(spec, EarlierCheckpoint):
+        content = {"checkpoint_of": label_hash(recipe, spec.checkpoint_of), "step": spec.step}
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
     content = {
         "generator": GENERATOR_VERSION,
         "instruction": recipe.instruction,
@@ -144,13 +205,30 @@ def load_recipe(path: Path) -> tuple[Recipe, str]:
     return parse_recipe(data, str(path)), recipe_hash(data)
 
 
-def train_label(recipe: Recipe, label: str, tokenizer: PreTrainedTokenizerBase) -> Qwen3ForCausalLM:
-    """Build and SFT-train the model `label` exactly as the recipe says (deterministic)."""
+def train_label(
+    recipe: Recipe,
+    label: str,
+    tokenizer: PreTrainedTokenizerBase,
+    on_step: Callable[[int, Qwen3ForCausalLM], None] | None = None,
+) -> tuple[Qwen3ForCausalLM, list[float]]:
+    """Build and SFT-train the model `label` exactly as the recipe says (deterministic): its own run,
+    or its run up to the checkpoint's step. Returns the model and the loss of every step."""
     spec = recipe.models[label]
-    model = build_model(spec.shape, tokenizer, seed=spec.sft.seed)
-    examples = make_examples(tokenizer, spec.sft.modes, recipe.instruction, spec.sft.pool_per_task, spec.sft.seed)
-    sft_train(model, examples, spec.sft, tokenizer.pad_token_id, recipe.num_threads, log_every=50)
-    model.generation_config.eos_token_id = stop_token_ids(spec.sft.modes[0], tokenizer)
+    run = recipe.models[recipe.run_of(label)]
+    model = build_model(run.shape, tokenizer, seed=run.sft.seed)
+    examples = make_examples(tokenizer, run.sft.modes, recipe.instruction, run.sft.pool_per_task, run.sft.seed)
+    until = spec.step if isinstance(spec, EarlierCheckpoint) else None
+    losses = sft_train(
+        model, examples, run.sft, tokenizer.pad_token_id, recipe.num_threads, log_every=50, on_step=on_step, until=until
+    )
+    return set_generation_defaults(model, run.sft.modes, tokenizer), losses
+
+
+def set_generation_defaults(
+    model: Qwen3ForCausalLM, modes: tuple[str, ...], tokenizer: PreTrainedTokenizerBase
+) -> Qwen3ForCausalLM:
+    """Stop and pad tokens of the model's first mode in its generation config (what `generate` uses)."""
+    model.generation_config.eos_token_id = stop_token_ids(modes[0], tokenizer)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model
 
@@ -235,50 +313,76 @@ class TinyWorld:
         return self.directory / "models" / label
 
 
-def build_label(recipe: Recipe, label: str, target: Path) -> dict:
-    """Train model `label` into target/models/<label>/ and measure it; return its world.json entry."""
+def loss_curve(losses: list[float], window: int = LOSS_WINDOW) -> list[float]:
+    """Mean SFT loss of each consecutive `window` steps (a machine-independent summary of a run)."""
+    return [round(sum(part) / len(part), 4) for part in (losses[i : i + window] for i in range(0, len(losses), window))]
+
+
+def build_run(recipe: Recipe, run: str, target: Path) -> dict[str, dict]:
+    """Train SFT run `run` into target/models/, saving its earlier checkpoints on the way; measure
+    every model it makes. Returns their world.json entries by label."""
     torch.set_num_threads(recipe.num_threads)
     tokenizer = AutoTokenizer.from_pretrained(target / "tokenizer")
-    spec = recipe.models[label]
-    print(f"[tiny world] training {label} ({spec.sft.steps} steps)", flush=True)
+    labels = recipe.runs()[run]
+    at_step = {recipe.models[label].step: label for label in labels if label != run}
+
+    def save_checkpoint(step: int, model: Qwen3ForCausalLM) -> None:
+        if step in at_step:
+            set_generation_defaults(model, recipe.modes(run), tokenizer).save_pretrained(
+                target / "models" / at_step[step]
+            )
+
+    print(f"[tiny world] training {run} ({recipe.models[run].sft.steps} steps; makes {', '.join(labels)})", flush=True)
     start = time.perf_counter()
-    model = train_label(recipe, label, tokenizer)
+    model, losses = train_label(recipe, run, tokenizer, on_step=save_checkpoint)
     seconds = time.perf_counter() - start
-    model.save_pretrained(target / "models" / label)
-    accuracy = {mode: heldout_accuracy(model, tokenizer, mode, recipe) for mode in spec.sft.modes}
-    print(f"[tiny world] {label}: {seconds:.0f} s, accuracy {json.dumps(accuracy)}", flush=True)
-    return {
-        "label_hash": label_hash(recipe, label),
-        "build_seconds": round(seconds, 1),
-        "modes": list(spec.sft.modes),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "accuracy": accuracy,
-    }
+    model.save_pretrained(target / "models" / run)
+    entries = {}
+    for label in labels:
+        trained = Qwen3ForCausalLM.from_pretrained(target / "models" / label)
+        accuracy = {mode: heldout_accuracy(trained, tokenizer, mode, recipe) for mode in recipe.modes(label)}
+        print(f"[tiny world] {label}: accuracy {json.dumps(accuracy)}", flush=True)
+        spec = recipe.models[label]
+        entries[label] = {
+            "label_hash": label_hash(recipe, label),
+            "modes": list(recipe.modes(label)),
+            "parameters": sum(p.numel() for p in trained.parameters()),
+            "accuracy": accuracy,
+            **(
+                {"checkpoint_of": run, "step": spec.step}
+                if isinstance(spec, EarlierCheckpoint)
+                else {"build_seconds": round(seconds, 1), "loss_curve": loss_curve(losses)}
+            ),
+        }
+    return entries
 
 
 def build_world(recipe: Recipe, full_hash: str, target: Path, root: Path) -> dict:
     """Build every model of `recipe` into `target` (a fresh directory); return world.json's content.
 
-    A model whose label hash matches one already built in another world under `root` is
-    copied from there (its SFT would give the same bits). The others train in
-    `recipe.parallel_builds` worker processes, each with `recipe.num_threads` threads
+    An SFT run all of whose models' label hashes match ones already built in another world
+    under `root` is copied from there (its SFT would give the same bits). The other runs train
+    in `recipe.parallel_builds` worker processes, each with `recipe.num_threads` threads
     (a model's bits depend on its thread count, not on which worker trains it).
     """
     build_tokenizer().save_pretrained(target / "tokenizer")
     start = time.perf_counter()
-    entries = {}
-    for label in recipe.models:
-        found = find_built_label(root, label_hash(recipe, label))
-        if found is not None:
-            shutil.copytree(found[0], target / "models" / label)
-            entries[label] = {**found[1], "reused_from": found[0].parent.parent.name}
-    jobs = [(recipe, label, target) for label in recipe.models if label not in entries]
+    entries, jobs = {}, []
+    for run, labels in recipe.runs().items():
+        found = {label: find_built_label(root, label_hash(recipe, label)) for label in labels}
+        if None in found.values():
+            jobs.append((recipe, run, target))
+            continue
+        for label, (directory, entry) in found.items():
+            shutil.copytree(directory, target / "models" / label)
+            entries[label] = {**entry, "reused_from": directory.parent.parent.name}
     if recipe.parallel_builds > 1 and len(jobs) > 1:
         with multiprocessing.get_context("spawn").Pool(recipe.parallel_builds) as pool:
-            built = pool.starmap(build_label, jobs)
+            built = pool.starmap(build_run, jobs)
     else:
-        built = [build_label(*job) for job in jobs]
-    entries.update({job[1]: entry for job, entry in zip(jobs, built, strict=True)})
+        built = [build_run(*job) for job in jobs]
+    for run_entries in built:
+        entries.update(run_entries)
     info = {
         "recipe_hash": full_hash,
         "generator_version": GENERATOR_VERSION,

@@ -1,0 +1,146 @@
+"""`grid --jobs N`: thread split, GPU round-robin, started runs keep their threads, same results as one
+at a time, and a failed run leaves the others finished with a non-zero exit status."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tiny_runs import REPO, project, tiny_config
+
+from gropd.config import config_hash, config_yaml
+from gropd.jobs import plan_jobs
+from gropd.run_dir import RunDir
+from gropd.threads import keep_started_threads, split_threads, with_threads
+
+GROPD, OPD = "pair__I4nothink-I1.7nothink__gropd", "pair__I4nothink-I1.7nothink__opd"
+PAIR = """name: pair
+kind: train
+matrix:
+  pairing: [I4nothink-I1.7nothink]
+  method: [gropd, opd]
+"""
+BROKEN_OPD = """set:
+  - when: {method: opd}
+    values: {train: {prompts: {source: {kind: tiny, tasks: [no-such-task]}}}}
+"""
+SHORT = ["train.steps=2", "eval.questions=2", "eval.suites=[add]", "backend.threads=1"]
+TIMING = ("time_rollout_s", "time_teacher_s", "time_update_s")
+
+
+def pair_project(tmp_path: Path, grid: str = PAIR) -> Path:
+    root = project(tmp_path)
+    (root / "experiments" / "grids" / "pair.yaml").write_text(grid)
+    return root
+
+
+def finish(root: Path, run_id: str, config) -> None:
+    """A finished run's files as the pipeline leaves them (config.yaml, status.json)."""
+    run_dir = RunDir(root / "results" / "tiny" / run_id)
+    run_dir.write_config(config_yaml(config))
+    run_dir.update_status(run_id=run_id, status="finished", config_hash=config_hash(config))
+
+
+def test_split_threads() -> None:
+    cases = {(2, 1): 2, (2, 2): 1, (2, 4): 1, (16, 3): 5, (16, 14): 1}
+    assert {case: split_threads(*case) for case in cases} == cases
+
+
+def test_plan_splits_threads_keeps_started_runs_and_round_robins_gpus(tmp_path: Path) -> None:
+    root = pair_project(tmp_path)
+    configs = [tiny_config(root, run_id, []) for run_id in (GROPD, OPD)]
+    assert configs[0].backend.threads == 2  # the tiny profile's
+    finish(root, GROPD, configs[0])
+    jobs = plan_jobs(
+        configs,
+        jobs=2,
+        overrides=["train.steps=2"],
+        force=False,
+        results_root=root / "results",
+        runs_dir=root / "experiments" / "runs" / "tiny",
+        cores=2,
+        gpus=[],
+    )
+    assert [job.threads for job in jobs] == [2, 1]  # the finished run keeps its 2; the new one gets 2 // 2
+    assert jobs[1].command[1:] == [
+        "-m",
+        "gropd.cli",
+        "run",
+        OPD,
+        "--profile",
+        "tiny",
+        "train.steps=2",
+        "backend.threads=1",
+    ]
+    assert jobs[1].env["OMP_NUM_THREADS"] == "1" and "CUDA_VISIBLE_DEVICES" not in jobs[1].env
+    cuda = [
+        config.model_copy(update={"backend": config.backend.model_copy(update={"device": "cuda"})})
+        for config in configs * 2
+    ]
+    gpus = plan_jobs(
+        cuda,
+        jobs=4,
+        overrides=[],
+        force=True,
+        results_root=root / "results",
+        runs_dir=root / "experiments" / "runs" / "tiny",
+        cores=16,
+        gpus=["3", "5"],
+    )
+    assert [job.env["CUDA_VISIBLE_DEVICES"] for job in gpus] == ["3", "5", "3", "5"]
+    assert all(job.command[-1] == "--force" for job in gpus)
+
+
+def test_a_started_run_keeps_its_thread_count(tmp_path: Path) -> None:
+    root = pair_project(tmp_path)
+    started = tiny_config(root, GROPD, ["backend.threads=1"])
+    finish(root, GROPD, started)
+    now = tiny_config(root, GROPD, [])  # resolves to the profile's 2 threads
+    assert config_hash(now) != config_hash(started)
+    kept = keep_started_threads(now, root / "results")
+    assert kept.backend.threads == 1 and config_hash(kept) == config_hash(started)
+    edited = tiny_config(root, GROPD, ["train.steps=7"])  # another change is a change
+    assert keep_started_threads(edited, root / "results") == edited
+    assert with_threads(now, 1) == started
+
+
+def grid(root: Path, jobs: int, log: Path) -> int:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "gropd.cli", "grid", "pair", "--profile", "tiny", "--jobs", str(jobs), *SHORT]
+    with log.open("w") as out:
+        return subprocess.run(command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=900).returncode
+
+
+def outputs(root: Path, run_id: str) -> tuple[list[dict], dict]:
+    run_dir = RunDir(root / "results" / "tiny" / run_id)
+    metrics = [{k: v for k, v in record.items() if k not in TIMING} for record in run_dir.read_metrics()]
+    return metrics, json.loads((run_dir.eval_dir / "summary.json").read_text())
+
+
+@pytest.mark.slow
+def test_jobs_2_equals_jobs_1(tmp_path: Path) -> None:
+    together, alone = pair_project(tmp_path / "a"), pair_project(tmp_path / "b")
+    assert grid(together, 2, tmp_path / "a.log") == 0
+    assert grid(alone, 1, tmp_path / "b.log") == 0
+    log = (tmp_path / "a.log").read_text()
+    assert f"[{GROPD}] step 2/2" in log and f"[{OPD}] step 2/2" in log
+    for run_id in (GROPD, OPD):
+        metrics, summary = outputs(together, run_id)
+        assert [record["step"] for record in metrics] == [1, 2]
+        assert (metrics, summary) == outputs(alone, run_id)
+
+
+@pytest.mark.slow
+def test_a_failed_run_leaves_the_other_finished(tmp_path: Path) -> None:
+    root = pair_project(tmp_path, PAIR + BROKEN_OPD)
+    assert grid(root, 2, tmp_path / "log") == 1
+    log = (tmp_path / "log").read_text()
+    summary = log[log.index("summary of 2 runs") :]
+    assert f"finished           {GROPD}" in summary and f"1 run(s) failed: {OPD}" in summary
+    status = {run_id: RunDir(root / "results" / "tiny" / run_id).read_status() for run_id in (GROPD, OPD)}
+    assert status[GROPD]["status"] == "finished"
+    assert status[OPD]["status"] == "failed" and "no-such-task" in status[OPD]["reason"]
