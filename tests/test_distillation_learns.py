@@ -1,0 +1,75 @@
+"""A short vanilla-OPD run in the tiny profile's regime brings the student closer to its teacher on
+held-out questions, measured by the exact reverse KL (not by anything the trainer logs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_runs import project, tiny_config
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from eval.suites import Question
+from gropd.checkpoints import checkpoint_ref
+from gropd.components import PromptRenderer
+from gropd.config import load_manifests
+from gropd.logprobs import pack
+from gropd.pipeline import execute
+from gropd.rollout.base import SamplingSettings
+from gropd.rollout.hf import HFRollout
+from gropd.templates import stop_token_ids
+from gropd.tiny.tasks import eval_questions
+
+pytestmark = pytest.mark.slow
+PAIRING = "I4nothink-I1.7nothink"
+CPU = torch.device("cpu")
+
+
+def position_logprobs(model: torch.nn.Module, prompts: list[list[int]], responses: list[list[int]], pad: int):
+    """log π(· | h_t) over the whole vocabulary at every response position `[B, T, V]`, and the mask `[B, T]`."""
+    batch = pack(prompts, responses, pad, CPU)
+    with torch.no_grad():
+        logits = model(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids
+        ).logits
+    width, length = batch.prompt_width, batch.response_ids.shape[1]
+    return torch.log_softmax(logits[:, width - 1 : width - 1 + length].float(), dim=-1), batch.response_mask
+
+
+def heldout_reverse_kl(student, teacher, tokenizer, questions: list[Question], seed: int) -> float:
+    """Mean over the student's own sampled response tokens (4 samples a question, T = 1) of the exact
+    per-position KL(π_S ‖ π_T) = Σ_v π_S(v|h) (log π_S(v|h) − log π_T(v|h)); both see the nothink prompt."""
+    render = PromptRenderer(tokenizer, "nothink", "Answer in \\boxed{}.")
+    prompts = [render(q.question) for q in questions]
+    engine = HFRollout(student, stop_token_ids("nothink", tokenizer), tokenizer.pad_token_id, CPU)
+    batch = engine.generate(prompts, 4, SamplingSettings(1.0, 1.0, 200), seed)
+    log_s, mask = position_logprobs(student, batch.prompt_ids, batch.response_ids, tokenizer.pad_token_id)
+    log_t, _ = position_logprobs(teacher, batch.prompt_ids, batch.response_ids, tokenizer.pad_token_id)
+    kl = (log_s.exp() * (log_s - log_t)).sum(-1)
+    return float((kl * mask).sum() / mask.sum())
+
+
+def test_short_opd_run_lowers_the_heldout_reverse_kl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """20 rollout batches of the tiny profile's regime (16 prompts x G = 8, two optimiser steps each, lr 2e-4
+    with warm-up and decay). Measured (AMD EPYC, one thread): KL per token 0.0562 → 0.0258 (ratio 0.46); at
+    lr 1e-3 for 12 batches it did not move (0.0562 → 0.0572). Asserted: the KL falls by a quarter or more."""
+    root = project(tmp_path)
+    monkeypatch.chdir(root)
+    manifests = load_manifests(root / "experiments")
+    run_id = f"table1__{PAIRING}__opd"
+    config = tiny_config(root, run_id, ["train.steps=20"])
+    assert execute(config, manifests, root / "results")["status"] == "finished"
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint_ref(manifests, "tiny", "I1.7").tokenizer_path)
+    questions = [Question(**r) for task in ("add", "sub", "mixed") for r in eval_questions(task, 16)]
+    before, after, teacher = (
+        AutoModelForCausalLM.from_pretrained(path).eval()
+        for path in (
+            checkpoint_ref(manifests, "tiny", "I1.7").path,
+            root / "results" / "tiny" / run_id / "final",
+            checkpoint_ref(manifests, "tiny", "I4").path,
+        )
+    )
+    kl_before = heldout_reverse_kl(before, teacher, tokenizer, questions, seed=7)
+    kl_after = heldout_reverse_kl(after, teacher, tokenizer, questions, seed=7)
+    assert kl_after < 0.75 * kl_before, f"held-out reverse KL per token: {kl_before:.4f} -> {kl_after:.4f}"
