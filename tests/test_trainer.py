@@ -110,20 +110,3 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
     assert rows(broken) == rows(whole)
     weights = [load_file(p / "results" / "tiny" / MATCHED / "final" / "model.safetensors") for p in (whole, broken)]
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
-
-
-@pytest.mark.parametrize("method", ["gropd", "opd"])
-def test_short_run_improves_reward_on_the_easy_suite(root: Path, method: str) -> None:
-    """30 steps on `add` prompts only, lr 3e-4. Measured (seeds 0, 1): reward, mean of steps 21-30 minus
-    steps 1-10: GR-OPD +0.136, +0.072; OPD +0.048, +0.104. Mean f (a reverse-KL proxy) rose by
-    0.14-0.27 in all four. Asserted: +0.03 and +0.1."""
-    overrides = ["train.steps=30", "train.prompts.source.tasks=[add]", "train.optimizer.lr=3e-4"]
-    status, run_dir = run(root, f"table1__I4nothink-I1.7nothink__{method}", overrides)
-    rows = run_dir.read_metrics()
-    assert status["status"] == "finished" and len(rows) == 30
-
-    def mean(key: str, part: list[dict]) -> float:
-        return sum(r[key] for r in part) / len(part)
-
-    assert mean("verifier_reward", rows[20:]) - mean("verifier_reward", rows[:10]) > 0.03
-    assert mean("mean_feedback", rows[20:]) - mean("mean_feedback", rows[:10]) > 0.1
