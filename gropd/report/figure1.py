@@ -26,7 +26,7 @@ from matplotlib.axes import Axes
 from gropd.horizon import horizon_grid, prompt_aucs
 from gropd.report.context import ReportContext
 from gropd.report.labels import pairing_title, run_label, run_params
-from gropd.report.loading import GridRun, grid_runs, missing_line, series
+from gropd.report.loading import GridRun, curve_rows, grid_runs, missing_line, series
 from gropd.report.plotting import (
     FigureSet,
     draw_dynamics,
@@ -144,12 +144,10 @@ def draw_training(axes: list[Axes], ctx: ReportContext, runs: list[GridRun]) -> 
     defaults, window, missing, caps = ctx.train_defaults(), ctx.settings.fig1.window, [], set()
     positions = lambda_positions([run_params(run, defaults) for run in runs])
     for run in runs:
-        rows = run.metrics()
+        rows, notes = curve_rows(run)
+        missing += notes
         if not rows:
-            missing.append(missing_line(run, run.describe() if run.state != "finished" else "no metrics.jsonl"))
             continue
-        if run.state == "running":
-            missing.append(missing_line(run, f"{run.describe()} (partial line)"))
         look = run_look(run_params(run, defaults), positions, ctx.settings.style)
         for ax, key in zip(axes, ("mean_response_len", "verifier_reward"), strict=True):
             steps, values = series(rows, key)

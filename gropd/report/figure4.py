@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gropd.report.context import ReportContext
 from gropd.report.labels import pairing_title, run_label, run_params
-from gropd.report.loading import grid_runs, missing_line, series
+from gropd.report.loading import curve_rows, grid_runs, missing_line, series
 from gropd.report.plotting import FigureSet, lambda_positions, new_figure, run_look, save_figure, write_figure_markdown
 from gropd.report.provenance import write_provenance
 from gropd.report.smoothing import centred_mean
@@ -33,12 +33,10 @@ def build_figure4(ctx: ReportContext) -> FigureSet:
     axes = fig.subplots(2, 2).ravel()
     missing = [] if runs else [f"grid gamma has no run on pairing {pairing}"]
     for run in runs:
-        rows = run.metrics()
+        rows, notes = curve_rows(run)
+        missing += notes
         if not rows:
-            missing.append(missing_line(run, run.describe() if run.state != "finished" else "no metrics.jsonl"))
             continue
-        if run.state == "running":
-            missing.append(missing_line(run, f"{run.describe()} (partial line)"))
         colour, linestyle = run_look(run_params(run, defaults), positions, ctx.settings.style)
         for ax, (_, key, _, _) in zip(axes, PANELS, strict=True):
             steps, values = series(rows, key)

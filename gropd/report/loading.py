@@ -113,6 +113,15 @@ def missing_line(run: GridRun, reason: str) -> str:
     return f"run {run.run_id}: {reason}"
 
 
+def curve_rows(run: GridRun) -> tuple[list[dict[str, Any]], list[str]]:
+    """A run's metrics.jsonl rows for a training-curve figure, and the lines to print about it:
+    why it has none, or that a running run is drawn as a partial line."""
+    rows = run.metrics()
+    if not rows:
+        return [], [missing_line(run, run.describe() if run.state != "finished" else "no metrics.jsonl")]
+    return rows, [missing_line(run, f"{run.describe()} (partial line)")] if run.state == "running" else []
+
+
 def group_runs(runs: list[GridRun], *keys: str) -> dict[tuple[Any, ...], list[GridRun]]:
     """Runs grouped by the given fields (seeds of one cell end up together), in first-seen order."""
     groups: dict[tuple[Any, ...], list[GridRun]] = {}
