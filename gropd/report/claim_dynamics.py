@@ -9,6 +9,7 @@ steps (a collapsed run up to its collapse).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gropd.report.claim_page import (
@@ -35,6 +36,7 @@ from gropd.report.table2 import run_pressure
 from gropd.report.verdicts import (
     LARGE_LAMBDA,
     RULES,
+    Verdict,
     all_pairs_exceed,
     combine,
     contrast,
@@ -191,91 +193,107 @@ DYNAMICS_HEADER = [
 ]
 
 
-def lambda_section(ctx: ReportContext) -> Section:
-    """Section 4: per pairing with λ ≥ LARGE_LAMBDA and smaller λ at one γ, is only the large λ unstable?"""
-    settings = [
-        s for s in settings_of(grid_runs(ctx, "lambda"), "lambda", ctx.train_defaults()) if s.params.method == "gropd"
-    ]
+@dataclass
+class SweepEvidence:
+    """Rows of the dynamics table, verdict per compared group, unusable-run lines, settings compared."""
+
+    rows: list[list[str]]
+    verdicts: dict[str, Verdict]
+    missing: list[str]
+    used: list[Setting]
+
+
+SYMBOLS = {"lam": "λ", "gamma": "γ"}
+
+
+def sweep_contrasts(
+    ctx: ReportContext,
+    grid: str,
+    knob: str,
+    group_knob: str,
+    unstable_when: Callable[[float], bool],
+    label: Callable[[str, str, str], str],
+) -> tuple[list[Setting], SweepEvidence]:
+    """Claims 4 and 5: the GR-OPD settings of `grid`, grouped by (pairing, `group_knob`); in each group
+    with settings on both sides, each setting whose `knob` value satisfies `unstable_when` is contrasted
+    (verdicts.contrast) with the others: it unstable, they stable in every seed. A verdict is keyed by
+    label(pairing title, e.g. "λ=0.5", e.g. "γ=0.99")."""
+    settings = [s for s in settings_of(grid_runs(ctx, grid), grid, ctx.train_defaults()) if s.params.method == "gropd"]
     groups: dict[tuple[str, float], list[Setting]] = {}
     for s in settings:
-        groups.setdefault((s.pairing, s.params.gamma), []).append(s)
-    rows, verdicts, missing, used = [], {}, [], []
-    for (pairing, gamma), members in groups.items():
-        large = [s for s in members if s.params.lam >= LARGE_LAMBDA]
-        small = [s for s in members if s.params.lam < LARGE_LAMBDA]
-        if not large or not small:
+        groups.setdefault((s.pairing, getattr(s.params, group_knob)), []).append(s)
+    evidence = SweepEvidence([], {}, [], [])
+
+    def name(s: Setting, key: str) -> str:
+        return f"{SYMBOLS[key]}={num(getattr(s.params, key))}"
+
+    for (pairing, _), members in groups.items():
+        large = [s for s in members if unstable_when(getattr(s.params, knob))]
+        if not large or len(large) == len(members):
             continue
-        used += members
+        evidence.used += members
         flags = {}
-        for s in sorted(members, key=lambda s: -s.params.lam):
-            setting_rows, flags[f"λ={num(s.params.lam)}"] = dynamics_rows(ctx, s)
-            rows += setting_rows
-            missing += unusable_lines(s.runs, {run.run_id for run in ended(s.runs)})
-        big = [flags.pop(f"λ={num(s.params.lam)}") for s in large]
-        for s, bad in zip(large, big, strict=True):
-            name = f"{title(ctx, pairing)}, λ={num(s.params.lam)} vs smaller λ (γ={num(gamma)})"
-            verdict = contrast(bad, flags, f"λ={num(s.params.lam)}", "unstable")
-            usable = {run.run_id for m in members for run in ended(m.runs)}
-            verdicts[name] = name_missing(verdict, {"lambda": lacking(ctx, members, usable)})
+        for s in sorted(members, key=lambda s: -getattr(s.params, knob)):
+            setting_rows, flags[name(s, knob)] = dynamics_rows(ctx, s)
+            evidence.rows += setting_rows
+            evidence.missing += unusable_lines(s.runs, {run.run_id for run in ended(s.runs)})
+        others = {key: seeds for key, seeds in flags.items() if key not in {name(s, knob) for s in large}}
+        usable = {run.run_id for m in members for run in ended(m.runs)}
+        for s in large:
+            verdict = contrast(flags[name(s, knob)], others, name(s, knob), "unstable")
+            key = label(title(ctx, pairing), name(s, knob), name(s, group_knob))
+            evidence.verdicts[key] = name_missing(verdict, {grid: lacking(ctx, members, usable)})
+    return settings, evidence
+
+
+def lambda_section(ctx: ReportContext) -> Section:
+    """Section 4: per pairing with λ ≥ LARGE_LAMBDA and smaller λ at one γ, is only the large λ unstable?"""
+    settings, found = sweep_contrasts(
+        ctx,
+        "lambda",
+        "lam",
+        "gamma",
+        lambda lam: lam >= LARGE_LAMBDA,
+        lambda pairing, large, fixed: f"{pairing}, {large} vs smaller λ ({fixed})",
+    )
     evidence = ["Grid lambda, GR-OPD runs; a collapsed run's trends end at its collapse.", ""]
-    evidence += pipe_table(DYNAMICS_HEADER, [plain(row) for row in rows])
-    evidence += [""] + verdict_bullets(verdicts)
+    evidence += pipe_table(DYNAMICS_HEADER, [plain(row) for row in found.rows])
+    evidence += [""] + verdict_bullets(found.verdicts)
     return Section(
         key="4",
         title="Too much retained pressure (large λ) destabilises training",
         rule=RULES["lambda"],
         paper=f"The paper: retaining too much of the collective teacher pressure (λ = {num(LARGE_LAMBDA)} on "
         "I4nothink→I1.7nothink, Figure 3(a)) destabilises training: length grows toward the cap, reward falls.",
-        evidence=evidence + run_list(ctx, used),
-        verdict=combine(verdicts),
+        evidence=evidence + run_list(ctx, found.used),
+        verdict=combine(found.verdicts),
         runs=[run for s in settings for run in s.runs],
-        missing=missing,
+        missing=found.missing,
     )
 
 
 def gamma_section(ctx: ReportContext) -> Section:
     """Section 5: per (pairing, λ), γ = 1 unstable and γ < 1 stable (Figure 4)."""
-    settings = [
-        s for s in settings_of(grid_runs(ctx, "gamma"), "gamma", ctx.train_defaults()) if s.params.method == "gropd"
-    ]
-    groups: dict[tuple[str, float], list[Setting]] = {}
-    for s in settings:
-        groups.setdefault((s.pairing, s.params.lam), []).append(s)
-    rows, verdicts, missing, used = [], {}, [], []
-    for (pairing, lam), members in groups.items():
-        unrestricted = [s for s in members if s.params.gamma == 1.0]
-        discounted = [s for s in members if s.params.gamma < 1.0]
-        if not unrestricted or not discounted:
-            continue
-        used += members
-        flags = {}
-        for s in sorted(members, key=lambda s: -s.params.gamma):
-            setting_rows, flags[f"γ={num(s.params.gamma)}"] = dynamics_rows(ctx, s)
-            rows += setting_rows
-            missing += unusable_lines(s.runs, {run.run_id for run in ended(s.runs)})
-        bad = flags.pop("γ=1")
-        verdict = contrast(bad, flags, "γ=1", "unstable")
-        usable = {run.run_id for m in members for run in ended(m.runs)}
-        verdicts[f"{title(ctx, pairing)}, λ={num(lam)}"] = name_missing(
-            verdict, {"gamma": lacking(ctx, members, usable)}
-        )
+    settings, found = sweep_contrasts(
+        ctx, "gamma", "gamma", "lam", lambda gamma: gamma == 1.0, lambda pairing, large, fixed: f"{pairing}, {fixed}"
+    )
     evidence = [
         "Grid gamma; Pearson(S, length) and Spearman(S, reward) are per-batch correlations (Figure 4 C, D), "
         "first → last 10% of steps.",
         "",
     ]
-    evidence += pipe_table(DYNAMICS_HEADER, [plain(row) for row in rows])
-    evidence += [""] + verdict_bullets(verdicts)
+    evidence += pipe_table(DYNAMICS_HEADER, [plain(row) for row in found.rows])
+    evidence += [""] + verdict_bullets(found.verdicts)
     return Section(
         key="5",
         title="An unrestricted horizon (γ = 1) destabilises training",
         rule=RULES["gamma"],
         paper="The paper (Figure 4, I32nothink→I1.7nothink): with γ = 1 response length grows toward the cap and "
         "verifier reward falls, S tracks length (Pearson) rather than correctness (Spearman); γ = .99 stays stable.",
-        evidence=evidence + run_list(ctx, used),
-        verdict=combine(verdicts),
+        evidence=evidence + run_list(ctx, found.used),
+        verdict=combine(found.verdicts),
         runs=[run for s in settings for run in s.runs],
-        missing=missing,
+        missing=found.missing,
     )
 
 
