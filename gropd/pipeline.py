@@ -1,8 +1,9 @@
 """Run one run id end to end: resolve its config, train (kind train) and evaluate, or score (kind
 score: sample, teacher-score and grade the untrained student's responses), record status.
 
-A finished run (same config hash) is not redone; an interrupted one resumes; a run whose
-config changed since it started is refused unless `force` (which starts it afresh).
+A finished run (same config hash) is not redone, nor is a new run whose twin (the same settings
+under another id: gropd/twins.py) finished; an interrupted one resumes; a run whose config changed
+since it started is refused unless `force` (which starts it afresh).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid, wri
 from gropd.run_dir import RunDir
 from gropd.run_session import run_session
 from gropd.tracking import check_backends, log_evaluation
+from gropd.twins import copy_twin, find_twin
 
 DONE = ("finished", "collapsed")
 
@@ -86,6 +88,11 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
             "the same config to resume, or --force to start it afresh",
         )
     check_backends(config.tracking)
+    if state == "new" and not force and (twin := find_twin(config, results_root / config.profile)) is not None:
+        print(
+            f"[{config.run_id}] same settings as finished run {twin.root.name}: its results are copied", file=sys.stderr
+        )
+        return copy_twin(twin, run_dir, config, identity(config, manifests))
     run_dir.root.mkdir(parents=True, exist_ok=True)
     run_dir.write_config(config_yaml(config))
     status = run_dir.read_status() or {}
