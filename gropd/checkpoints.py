@@ -44,6 +44,21 @@ def checkpoint_ref(manifests: Manifests, profile: str, label: str, lock_path: Pa
     return CheckpointRef(path=str(source["path"]), revision=None, tokenizer_path=str(source["path"]))
 
 
+def checkpoint_identity(manifests: Manifests, profile: str, label: str) -> str:
+    """What decides model `label`'s weights, without loading or building anything: the Hub repo at its
+    locked full revision ("unpinned" before `pin`), the tiny world's recipe hash, or the local path.
+    A run records it; a run whose models' identities changed since it started is not resumed."""
+    source = manifests.model(profile, label)["source"]
+    if source["kind"] == "hub":
+        entry = (read_lock(manifests.root / "lock.yaml").get("models") or {}).get(source["repo"]) or {}
+        return f"{source['repo']}@{entry.get('full', 'unpinned')}"
+    if source["kind"] == "tiny":
+        from gropd.tiny.world import load_recipe
+
+        return f"tiny world {load_recipe(manifests.root / 'tiny_world.yaml')[1][:12]}: {source['label']}"
+    return str(source["path"])
+
+
 def load_model(ref: CheckpointRef, device: torch.device, dtype: str) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 

@@ -56,7 +56,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for entry, path, written in materialise(
         manifests, args.profile, grid_entries(manifests, grids, _seeds(args.seeds))
     ):
-        _, state = run_state(_resolve(manifests, args.profile, entry.run_id, []), RESULTS)
+        _, state = run_state(_resolve(manifests, args.profile, entry.run_id, []), RESULTS, manifests)
         print(f"{entry.run_id:<60} {state:<10} {path} ({written})")
     return 0
 
@@ -84,7 +84,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
             runs_dir=runs_dir,
         )
     for index, config in enumerate(configs, 1):
-        state = "forced (started afresh)" if args.force else run_state(config, RESULTS)[1]
+        state = "forced (started afresh)" if args.force else run_state(config, RESULTS, manifests)[1]
         print(f"[{index}/{len(configs)}] {config.run_id}: {state}", file=sys.stderr)
         if not args.dry_run:
             execute(config, manifests, RESULTS, force=args.force)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gropd.checkpoints import checkpoint_identity
 from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_yaml, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid, write_run_file
 from gropd.run_dir import RunDir
@@ -21,6 +22,7 @@ from gropd.tracking import check_backends, log_evaluation
 from gropd.twins import copy_twin, find_twin
 
 DONE = ("finished", "collapsed")
+SIDES = ("student", "teacher")
 
 
 def grid_entries(manifests: Manifests, grids: list[str], seeds: list[int] | None = None) -> list[RunEntry]:
@@ -55,8 +57,32 @@ def load_run(manifests: Manifests, profile: str, run_id: str, overrides: list[st
     return resolve_run(find_run_file(manifests, profile, run_id), profile, manifests, overrides)
 
 
-def run_state(config: RunConfig, results_root: Path) -> tuple[RunDir, str]:
+def checkpoints_of(config: RunConfig, manifests: Manifests) -> dict[str, str]:
+    """Role → checkpoint_identity of the run's models (student and teacher; an eval run's model)."""
+    if config.kind == "eval":
+        return {"model": checkpoint_identity(manifests, config.profile, config.model)}
+    record = manifests.pairings[config.pairing]
+    return {
+        side: checkpoint_identity(manifests, config.profile, record[side]["model"]) for side in ("student", "teacher")
+    }
+
+
+def what_changed(status: dict[str, Any], config: RunConfig, manifests: Manifests | None) -> str | None:
+    """Why a run's status.json no longer matches `config` (None when it does): another config hash, or,
+    given the manifests, other models than it started with (a rebuilt tiny world, a re-pinned revision)."""
+    if status["config_hash"] != config_hash(config):
+        return f"started with config {status['config_hash']}, now {config_hash(config)}"
+    recorded = status.get("checkpoints")
+    if manifests is None or recorded is None:
+        return None
+    now = checkpoints_of(config, manifests)
+    moved = [f"{role} {recorded.get(role)} -> {now[role]}" for role in now if recorded.get(role) != now[role]]
+    return f"started with other models: {'; '.join(moved)}" if moved else None
+
+
+def run_state(config: RunConfig, results_root: Path, manifests: Manifests | None = None) -> tuple[RunDir, str]:
     """(run dir, one of: new, finished, collapsed, failed, resumable, changed); a failed run resumes too.
+    Without `manifests` a change of models goes unseen (what_changed).
 
     A broken file that carrying the run on would read raises RunFileError (RunDir.check).
     """
@@ -64,7 +90,7 @@ def run_state(config: RunConfig, results_root: Path) -> tuple[RunDir, str]:
     status = run_dir.read_status()
     if status is None:
         return run_dir, "new"
-    if status["config_hash"] != config_hash(config):
+    if what_changed(status, config, manifests):
         return run_dir, "changed"
     run_dir.check(status)
     return run_dir, status["status"] if status["status"] in (*DONE, "failed") else "resumable"
@@ -75,20 +101,20 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
     directory first, unread (so it also redoes a run whose files are broken)."""
     if force:
         shutil.rmtree(results_root / config.profile / config.run_id, ignore_errors=True)
-    run_dir, state = run_state(config, results_root)
+    run_dir, state = run_state(config, results_root, manifests)
     if state in DONE:
         print(f"[{config.run_id}] already {state}; nothing to do (--force redoes it)", file=sys.stderr)
         return run_dir.read_status() or {}
     if state == "changed":
         raise ConfigError(
-            str(run_dir.config_path),
-            "config_hash",
-            f"run {config.run_id} was started with config {run_dir.read_status()['config_hash']} "
-            f"but now resolves to {config_hash(config)}",
-            "the same config to resume, or --force to start it afresh",
+            str(run_dir.status_path),
+            "config_hash / checkpoints",
+            f"run {config.run_id} {what_changed(run_dir.read_status() or {}, config, manifests)}",
+            "the same config and models to resume, or --force to start it afresh",
         )
     check_backends(config.tracking)
-    if state == "new" and not force and (twin := find_twin(config, results_root / config.profile)) is not None:
+    twin = None if state != "new" or force else find_twin(config, checkpoints_of(config, manifests), results_root)
+    if twin is not None:
         print(
             f"[{config.run_id}] same settings as finished run {twin.root.name}: its results are copied", file=sys.stderr
         )
@@ -142,4 +168,4 @@ def identity(config: RunConfig, manifests: Manifests) -> dict[str, Any]:
         }
     else:
         fields |= {"model": config.model, "mode": config.mode, "pairing": None, "method": None}
-    return fields
+    return fields | {"checkpoints": checkpoints_of(config, manifests)}

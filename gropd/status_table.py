@@ -10,7 +10,8 @@ Nothing is written and no model is loaded, so it can run in another terminal dur
                resumable  not done, and nobody is working on it
                finished, collapsed   as recorded
                changed    the run now resolves (with the overrides given to `status`) to another
-                          config hash: grid/run would refuse it without --force
+                          config hash, or its models changed (pipeline.what_changed): grid/run
+                          would refuse it without --force
                failed     an exception stopped it (status.json's reason)
                broken     status.json or the run's YAML cannot be read (the reason says why)
     step       last step of metrics.jsonl / train.steps of the recorded config ("-": eval-only run)
@@ -28,8 +29,9 @@ from typing import Any
 
 import yaml
 
-from gropd.config import ConfigError, Manifests, RunConfig, config_hash, resolve_run
+from gropd.config import ConfigError, Manifests, RunConfig, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid
+from gropd.pipeline import what_changed
 from gropd.run_dir import RunDir
 from gropd.run_session import is_alive
 from gropd.threads import keep_started_threads, threads_set_on_purpose
@@ -80,15 +82,15 @@ def status_rows(manifests: Manifests, profile: str, results_root: Path, override
         except ConfigError as err:
             rows.append(StatusRow(entry.run_id, "broken", reason=str(err)))
             continue
-        rows.append(run_row(RunDir(results_root / profile / entry.run_id), config_hash(config), config))
+        rows.append(run_row(RunDir(results_root / profile / entry.run_id), config, manifests))
     profile_dir = results_root / profile
     others = sorted(p for p in profile_dir.glob("*/status.json") if p.parent.name not in seen)
     rows += [run_row(RunDir(path.parent), None, None) for path in others]
     return rows
 
 
-def run_row(run_dir: RunDir, want_hash: str | None, config: RunConfig | None) -> StatusRow:
-    """One run's row from its files; `want_hash` None: not part of a grid, so never "changed"."""
+def run_row(run_dir: RunDir, config: RunConfig | None, manifests: Manifests | None) -> StatusRow:
+    """One run's row from its files; `config` None: not part of a grid, so never "changed"."""
     run_id = run_dir.root.name
     try:
         status = run_dir.read_status()
@@ -102,8 +104,8 @@ def run_row(run_dir: RunDir, want_hash: str | None, config: RunConfig | None) ->
     steps = _recorded_steps(run_dir, config)
     kind = status.get("kind", "train")
     last = metrics[-1] if metrics else {}
-    state = _state(status, want_hash)
-    changed = f"started with config {status.get('config_hash')}, now {want_hash}" if state == "changed" else ""
+    changed = (what_changed(status, config, manifests) if config is not None else None) or ""
+    state = _state(status, bool(changed))
     return StatusRow(
         run_id,
         state,
@@ -115,11 +117,11 @@ def run_row(run_dir: RunDir, want_hash: str | None, config: RunConfig | None) ->
     )
 
 
-def _state(status: dict[str, Any], want_hash: str | None) -> str:
+def _state(status: dict[str, Any], changed: bool) -> str:
     recorded = status["status"]
     if recorded not in DONE and recorded != "failed" and is_alive(status):
         return "running"
-    if want_hash is not None and status.get("config_hash") != want_hash:
+    if changed:
         return "changed"
     return recorded if recorded in (*DONE, "failed") else "resumable"
 

@@ -3,7 +3,8 @@
 Grids overlap: the λ sweep's GR-OPD λ = 0.25 run on I4nothink→I1.7nothink and its vanilla-OPD
 baselines are Table 1's runs under other ids, and the γ sweep holds λ-sweep and Table 1 runs too.
 Two runs are *twins* when their resolved configs are equal apart from the fields that only name
-them (NAMING: run id, grid) and those that never change results (config.NOT_HASHED: tracking).
+them (NAMING: run id, grid) and those that never change results (config.NOT_HASHED: tracking),
+and they start from the same checkpoints.
 
 A new run with a finished or collapsed twin under the same results/<profile>/ takes the twin's
 results instead of training: copies of metrics.jsonl, eval/ and the rollout dumps, and final/ as hard
@@ -35,16 +36,18 @@ def settings_hash(config_data: dict[str, Any]) -> str:
     return data_hash({key: value for key, value in config_data.items() if key not in NAMING})
 
 
-def find_twin(config: RunConfig, profile_results: Path) -> RunDir | None:
-    """A finished or collapsed run under `profile_results` with the settings of `config` (first by name)."""
+def find_twin(config: RunConfig, checkpoints: dict[str, str], results_root: Path) -> RunDir | None:
+    """A finished or collapsed run under results_root/<profile>/ with the settings of `config` and the
+    same models (`checkpoints`, as pipeline.checkpoints_of records them); the first by name."""
     wanted = settings_hash(config.model_dump(mode="json"))
-    for status_path in sorted(profile_results.glob("*/status.json")):
+    for status_path in sorted((results_root / config.profile).glob("*/status.json")):
         candidate = RunDir(status_path.parent)
         if candidate.root.name == config.run_id:
             continue
         try:
             status = candidate.read_status() or {}
-            if status.get("status") in DONE and settings_hash(candidate.read_config()) == wanted:
+            same_models = status.get("checkpoints") == checkpoints
+            if status.get("status") in DONE and same_models and settings_hash(candidate.read_config()) == wanted:
                 return candidate
         except RunFileError:  # a broken run is nobody's twin; its own run reports it
             continue

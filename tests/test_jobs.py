@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,8 +34,11 @@ TIMING = ("time_rollout_s", "time_teacher_s", "time_update_s")
 
 
 def pair_project(tmp_path: Path, grid: str = PAIR) -> Path:
+    """A project with grid `pair` whose profile runs on 2 threads (so that --jobs 2 has something to split)."""
     root = project(tmp_path)
     (root / "experiments" / "grids" / "pair.yaml").write_text(grid)
+    profile = root / "experiments" / "profiles" / "tiny.yaml"
+    profile.write_text(re.sub(r"\n  threads: \d+", "\n  threads: 2", profile.read_text()))
     return root
 
 
@@ -53,7 +57,7 @@ def test_split_threads() -> None:
 def test_plan_splits_threads_keeps_started_runs_and_round_robins_gpus(tmp_path: Path) -> None:
     root = pair_project(tmp_path)
     configs = [tiny_config(root, run_id, []) for run_id in (GROPD, OPD)]
-    assert configs[0].backend.threads == 2  # the tiny profile's
+    assert configs[0].backend.threads == 2  # the project's profile
     finish(root, GROPD, configs[0])
     jobs = plan_jobs(
         configs,
@@ -99,7 +103,7 @@ def test_a_started_run_keeps_its_thread_count(tmp_path: Path) -> None:
     root = pair_project(tmp_path)
     started = tiny_config(root, GROPD, ["backend.threads=1"])
     finish(root, GROPD, started)
-    now = tiny_config(root, GROPD, [])  # resolves to the profile's 2 threads
+    now = tiny_config(root, GROPD, [])  # resolves to the project profile's 2 threads
     assert config_hash(now) != config_hash(started)
     kept = keep_started_threads(now, root / "results")
     assert kept.backend.threads == 1 and config_hash(kept) == config_hash(started)

@@ -1,15 +1,17 @@
-"""A run whose settings another grid's finished run already has is copied, not trained again."""
+"""What a run is: a run whose settings another grid's finished run already has is copied, not trained
+again; a run whose models changed since it started (a rebuilt tiny world) is not resumed or reused."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from tiny_runs import project, tiny_config
+from tiny_runs import FAST, project, tiny_config
 
-from gropd.config import config_hash, load_manifests
-from gropd.pipeline import execute
+from gropd.config import ConfigError, config_hash, load_manifests
+from gropd.pipeline import execute, run_state
 from gropd.run_dir import RunDir
+from gropd.status_table import status_rows
 from gropd.twins import settings_hash
 
 pytestmark = pytest.mark.slow
@@ -45,3 +47,21 @@ def test_a_twin_is_copied_and_force_trains_anew(tmp_path: Path, monkeypatch: pyt
     assert "copied_from" not in execute(other, manifests, results, force=True)
     forced = execute(twin_config, manifests, results, force=True)
     assert "copied_from" not in forced and copy.checkpoints.exists()
+
+
+def test_a_run_whose_models_changed_is_refused_and_is_nobodys_twin(tmp_path: Path, monkeypatch) -> None:
+    root = project(tmp_path)
+    monkeypatch.chdir(root)
+    results = root / "results"
+    original = tiny_config(root, TABLE1, STEPS)
+    assert execute(original, load_manifests(root / "experiments"), results)["status"] == "finished"
+    recipe = root / "experiments" / "tiny_world.yaml"
+    recipe.write_text(recipe.read_text().replace("step: 600", "step: 601"))  # another I1.7
+    manifests = load_manifests(root / "experiments")
+    assert run_state(original, results, manifests)[1] == "changed"
+    assert run_state(original, results)[1] == "finished"  # without the manifests only the config is compared
+    with pytest.raises(ConfigError, match=r"started with other models: student tiny world \w{12}: I1\.7 -> tiny"):
+        execute(original, manifests, results)
+    rows = {row.run_id: row for row in status_rows(manifests, "tiny", results, FAST + STEPS)}
+    assert rows[TABLE1].state == "changed" and "other models" in rows[TABLE1].reason
+    assert RunDir(results / "tiny" / TABLE1).read_status()["status"] == "finished"  # nothing was touched
