@@ -46,16 +46,18 @@ def checkpoint_ref(manifests: Manifests, profile: str, label: str, lock_path: Pa
 
 def checkpoint_identity(manifests: Manifests, profile: str, label: str) -> str:
     """What decides model `label`'s weights, without loading or building anything: the Hub repo at its
-    locked full revision ("unpinned" before `pin`), the tiny world's recipe hash, or the local path.
+    locked full revision ("unpinned" before `pin`), the tiny model's own recipe hash (label_hash: an edit
+    to another model of the tiny world leaves it alone), or the local path.
     A run records it; a run whose models' identities changed since it started is not resumed."""
     source = manifests.model(profile, label)["source"]
     if source["kind"] == "hub":
         entry = (read_lock(manifests.root / "lock.yaml").get("models") or {}).get(source["repo"]) or {}
         return f"{source['repo']}@{entry.get('full', 'unpinned')}"
     if source["kind"] == "tiny":
-        from gropd.tiny.world import load_recipe
+        from gropd.tiny.world import label_hash, load_recipe
 
-        return f"tiny world {load_recipe(manifests.root / 'tiny_world.yaml')[1][:12]}: {source['label']}"
+        recipe, _ = load_recipe(manifests.root / "tiny_world.yaml")
+        return f"tiny {source['label']} {label_hash(recipe, source['label'])[:12]}"
     return str(source["path"])
 
 

@@ -60,7 +60,7 @@ def test_a_run_whose_models_changed_is_refused_and_is_nobodys_twin(tmp_path: Pat
     manifests = load_manifests(root / "experiments")
     assert run_state(original, results, manifests)[1] == "changed"
     assert run_state(original, results)[1] == "finished"  # without the manifests only the config is compared
-    with pytest.raises(ConfigError, match=r"started with other models: student tiny world \w{12}: I1\.7 -> tiny"):
+    with pytest.raises(ConfigError, match=r"started with other models: student tiny I1\.7 \w{12} -> tiny I1\.7 \w{12}"):
         execute(original, manifests, results)
     rows = {row.run_id: row for row in status_rows(manifests, "tiny", results, FAST + STEPS)}
     assert rows[TABLE1].state == "changed" and "other models" in rows[TABLE1].reason
