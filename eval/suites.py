@@ -8,7 +8,7 @@ turns a record into `Question`s:
                   rows concatenated in config order; question = row[question_field],
                   answer = reader(row[answer_field]) with reader plain: str(v), first: str(v[0]);
                   id = str(row[id_field]), or the row's index in the concatenation when null
-    tiny source   gropd.tiny.tasks.eval_questions(task, n)  (n = the caller's `questions`)
+    tiny source   gropd.tiny.tasks.eval_questions(task, n)  (n = the caller's `questions`; all 1,000 when None)
     local_jsonl   one JSON object per line with question, answer and optional id
 
 then keeps the record's `ids` (in that order) when given, then the first `questions`.
@@ -195,11 +195,10 @@ def _jsonl_questions(spec: SuiteSpec) -> list[Question]:
 
 
 def _tiny_questions(spec: SuiteSpec, questions: int | None) -> list[Question]:
-    if questions is None:
-        raise SuiteError(f"suite '{spec.name}': tiny suites need questions= (how many to generate)")
+    """The first `questions` held-out questions of the tiny task; None: all of them (tasks.EVAL_POOL)."""
     from gropd.tiny import tasks
 
-    rows = tasks.eval_questions(spec.source.task, questions)
+    rows = tasks.eval_questions(spec.source.task, tasks.EVAL_POOL if questions is None else questions)
     return [Question(str(r["id"]), str(r["question"]), str(r["answer"])) for r in rows]
 
 
