@@ -22,8 +22,9 @@
 #
 # Without --profile: paper when CUDA is present, tiny otherwise (it says which and why).
 # --from-results rebuilds artefacts from results/ without running anything.
-# --full (tiny profile) evaluates every question (500 per suite) instead of the fast 50.
-# --jobs N runs up to N runs of the grids at once, each its own process, backend.threads = cores / N.
+# --full (tiny profile) evaluates every question (1,000 per suite) instead of the first 200.
+# --jobs N runs up to N runs of the grids at once, each its own process, backend.threads = cores / N
+#   (tiny profile: one run per core by default; its runs use one thread, so the results are the same).
 # Curves: tensorboard --logdir results/   (every run writes results/<profile>/<run_id>/tracking/)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -79,6 +80,10 @@ if [ -z "$profile" ] && [[ "$target" != test && "$target" != pin && "$target" !=
   echo "profile: $profile ($why; pass --profile to choose)" >&2
 fi
 gropd() { py -m gropd.cli "$@"; }
+if [ -z "$jobs" ] && [ "$profile" = tiny ]; then  # one run per core: the tiny profile's runs use one thread each
+  jobs=$(py -c "from gropd.threads import usable_cores; print(usable_cores())")
+  echo "tiny profile: --jobs $jobs (one run per core, results as one at a time; --jobs 1 to run them in turn)" >&2
+fi
 
 # --- 2. runs: train (GR-OPD or vanilla OPD) and evaluate every run the target needs ------
 run_grids() {
