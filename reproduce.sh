@@ -54,6 +54,10 @@ ensure_venv() {
 [ $# -ge 1 ] || { usage >&2; exit 2; }
 case "$1" in -h|--help|help) usage; exit 0;; esac
 target=$1; shift
+case "$target" in
+  table1|table2|fig1|fig3|fig4|table6|tables|claims|all|runs|status|pin|world|test) ;;
+  *) echo "unknown target '$target'" >&2; usage >&2; exit 2;;
+esac
 profile=""; seeds=""; jobs=""; dry=""; from_results=""; force=""; passthrough=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -109,5 +113,4 @@ case "$target" in
   pin)    gropd pin --profile "${profile:-paper}";;
   world)  gropd world;;
   test)   py -m pytest -q "${passthrough[@]}";;
-  *) echo "unknown target '$target'" >&2; usage >&2; exit 2;;
 esac

@@ -23,7 +23,7 @@ from gropd.training_run import build_context, local_questions, make_accelerator
 
 def score_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
     """Sample, score, grade and save `train.steps` rollout batches; returns the final status fields."""
-    accelerator = make_accelerator(config)
+    accelerator = make_accelerator(config, run_dir.root)
     ctx, sampler = build_context(config, manifests, accelerator, run_dir.root / "batches")
     rank = accelerator.process_index
     if accelerator.is_main_process:

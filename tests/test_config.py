@@ -26,7 +26,10 @@ def test_layers_apply_in_order_and_name_their_file(experiments: Path) -> None:
     text = run_file.read_text().replace("gropd:\n  lam: 0.25", "gropd:\n  lam: 0.4")
     run_file.write_text(text)
     config = resolve_run(run_file, "tiny", manifests)
-    assert config.train.prompts_per_batch == 8  # profile over train.yaml
+    profile = yaml.safe_load((experiments / "profiles" / "tiny.yaml").read_text())["train"]
+    train = yaml.safe_load((experiments / "train.yaml").read_text())["train"]
+    assert profile["prompts_per_batch"] != train["prompts_per_batch"]
+    assert config.train.prompts_per_batch == profile["prompts_per_batch"]  # profile over train.yaml
     assert config.train.clip_low == 0.2  # train.yaml where the profile is silent
     assert config.gropd.lam == 0.4  # the edited run file over the grid's 0.25
     assert resolve_run(run_file, "tiny", manifests, ["gropd.lam=0.7"]).gropd.lam == 0.7  # command line last
@@ -43,7 +46,7 @@ BAD_OVERRIDES = [
     (["gropd.lam=-0.1"], "gropd.lam", "greater than or equal to 0"),
     (["gropd.gamma=0"], "gropd.gamma", "greater than 0"),
     (["gropd.gamma=1.01"], "gropd.gamma", "less than or equal to 1"),
-    (["train.group_size=1", "train.prompts_per_batch=32"], "train.group_size", "G >= 2 for GR-OPD"),
+    (["train.group_size=1", "train.prompts_per_batch=64"], "train.group_size", "G >= 2 for GR-OPD"),
     (["eval.k={add: 0}"], "eval.k.add", "greater than or equal to 1"),
     (["train.lr=1e-3"], "train.lr", "unknown key"),
     (["train.steps=many"], "train.steps", "valid integer"),

@@ -17,9 +17,10 @@ from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
 from benchmarks.logprob_memory import VOCAB, run_child
 from gropd.chunked_logprobs import token_logprobs
 from gropd.logprobs import budgeted_response_logprobs, pack, response_logprobs, token_budget_slices
+from gropd.tiny.world import ensure_tiny_world
 
 CPU = torch.device("cpu")
-WORLD_MODEL = Path(__file__).resolve().parents[1] / "results" / "tiny" / "world" / "15be67f535e9" / "models" / "I1.7"
+REPO = Path(__file__).resolve().parents[1]
 
 # (prompts, responses): ragged prompts and responses, an empty response, equal lengths, one row
 LAYOUTS = [
@@ -151,7 +152,8 @@ def test_response_logprobs_equal_unpadded_full_softmax(layout, temperature, with
 
 
 def test_response_logprobs_on_the_tiny_world_model() -> None:
-    model = AutoModelForCausalLM.from_pretrained(WORLD_MODEL, dtype=torch.float32).eval()
+    world = ensure_tiny_world(REPO / "experiments" / "tiny_world.yaml", REPO / "results" / "tiny" / "world")
+    model = AutoModelForCausalLM.from_pretrained(world.model_dir("I1.7"), dtype=torch.float32).eval()
     gen = torch.Generator().manual_seed(11)
     vocab = model.config.vocab_size
     prompts = [torch.randint(3, vocab, (n,), generator=gen).tolist() for n in (12, 5, 9)]

@@ -6,6 +6,7 @@ import json
 import statistics
 
 import pytest
+import yaml
 
 from gropd.config.errors import ConfigError
 from gropd.report import ARTEFACTS, build
@@ -185,11 +186,16 @@ def test_table6_macro_tokens_and_reference_column(tmp_path):
 
 
 def test_table3_shows_the_six_training_numbers(tmp_path):
-    write_experiments(tmp_path)
+    exp = write_experiments(tmp_path)
+    profile_file = exp / "profiles" / "tiny.yaml"
+    profile = yaml.safe_load(profile_file.read_text())
+    profile["train"].update(prompts_per_batch=12, group_size=4, per_device_batch=24, grad_accum=1, replicas=1,
+                            minibatch_responses=16)
+    profile_file.write_text(yaml.safe_dump(profile))
     paper = build_table3(context(tmp_path, "paper"))
     assert [r[1].text for r in paper.rows] == ["64", "8", "1", "8", "8", "64", "8"]
     tiny = build_table3(context(tmp_path, "tiny"))
-    assert [r[1].text for r in tiny.rows] == ["8", "8", "32", "1", "1", "32", "2"]
+    assert [r[1].text for r in tiny.rows] == ["12", "4", "24", "1", "1", "16", "3"]  # 12 x 4 / 16 = 3 steps
     assert [r[2].text for r in tiny.rows] == ["64", "8", "1", "8", "8", "64", "8"]
 
 

@@ -37,10 +37,13 @@ def test_scoring_pass_saves_graded_batches_and_trains_nothing(root: Path) -> Non
     assert not (run_dir.final.exists() or run_dir.checkpoints.exists() or run_dir.eval_dir.exists())
     records = run_dir.read_metrics()
     assert [r["step"] for r in records] == [1, 2]
+    train = tiny_config(root, f"fig1__{PAIRING}__score", []).train
+    responses = train.prompts_per_batch * train.group_size
     for record in records:
         dump = torch.load(run_dir.root / "batches" / f"step_{record['step']}_rank0.pt")
         mask, correct = dump["mask"], dump["correct"]
-        assert dump["group_size"] == 8 and correct.dtype == torch.bool and correct.shape == (64,)
+        assert dump["group_size"] == train.group_size and correct.dtype == torch.bool
+        assert correct.shape == (responses,)
         assert dump["advantages"] is None and record["mean_advantage_abs"] is None
         assert torch.allclose(dump["f"], (dump["teacher_logp"] - dump["logp_old"]) * mask, atol=1e-6)
         assert record["verifier_reward"] == pytest.approx(correct.float().mean().item())

@@ -72,7 +72,7 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     write("finished", [metric(1, 0.25, 40.0, 2), metric(2, 0.375, 41.5, 2)], status="finished", step=2, wall_s=75.0)
     write("collapsed", [metric(1, 0.5, 50.0, 2)], status="collapsed", step=1, reason="reward fell", wall_s=3725.0)
     write("failed", [], status="failed", failed_in="running", step=0, reason="ValueError: boom", wall_s=9.0)
-    # 60 steps (the tiny profile's); mean of the last steps: 2 s a step, 58 steps left
+    # the tiny profile's train.steps; mean of the last steps: 2 s a step, steps - 2 left
     running = write("running", [metric(1, 0.1, 30.0, 3), metric(2, 0.2, 31.0, 1)], status="running", step=2, **owner)
     with running.metrics_path.open("a") as handle:
         handle.write('{"step": 3, "verifier_rew')  # a line torn by a crash is ignored
@@ -96,11 +96,12 @@ def test_status_prints_every_state(tree: Path, capsys: pytest.CaptureFixture) ->
     table = rows(out)
     for state, run_id in IDS.items():
         assert table[run_id][0] == state, (run_id, table[run_id])
-    assert table[IDS["finished"]][1:5] == ["2/60", "0.375", "41.5", "1m15s"]
-    assert table[IDS["collapsed"]][1:] == ["1/60", "0.500", "50.0", "1h02m", "reward", "fell"]
-    assert table[IDS["failed"]][1:] == ["0/60", "9s", "ValueError:", "boom"]
-    assert table[IDS["running"]][1:] == ["2/60", "0.200", "31.0", "ETA", "1m56s"]
-    assert table[IDS["resumable"]][1:] == ["1/60", "0.100", "30.0"]
+    steps = load_run(load_manifests(tree / "experiments"), "tiny", IDS["finished"]).train.steps
+    assert table[IDS["finished"]][1:5] == [f"2/{steps}", "0.375", "41.5", "1m15s"]
+    assert table[IDS["collapsed"]][1:] == [f"1/{steps}", "0.500", "50.0", "1h02m", "reward", "fell"]
+    assert table[IDS["failed"]][1:] == [f"0/{steps}", "9s", "ValueError:", "boom"]
+    assert table[IDS["running"]][1:] == [f"2/{steps}", "0.200", "31.0", "ETA", format_seconds(2.0 * (steps - 2))]
+    assert table[IDS["resumable"]][1:] == [f"1/{steps}", "0.100", "30.0"]
     assert "0000000000000000" in " ".join(table[IDS["changed"]])
     assert "status.json" in " ".join(table[IDS["broken"]])
     assert table[IDS["new"]] == ["new"]
