@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gropd.config import ConfigError, RunConfig, load_manifests
 from gropd.optional import MissingDependencyError
-from gropd.pipeline import execute, find_run_file, grid_entries, load_run, materialise, run_state
+from gropd.pipeline import execute, find_run_file, grid_entries, load_run, materialise, planned_state, run_state
 from gropd.threads import keep_started_threads, threads_set_on_purpose
 from gropd.tracking import check_backends
 
@@ -82,10 +82,13 @@ def cmd_grid(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             results_root=RESULTS,
             runs_dir=runs_dir,
+            manifests=manifests,
         )
     for index, config in enumerate(configs, 1):
-        state = "forced (started afresh)" if args.force else run_state(config, RESULTS, manifests)[1]
-        print(f"[{index}/{len(configs)}] {config.run_id}: {state}", file=sys.stderr)
+        print(
+            f"[{index}/{len(configs)}] {config.run_id}: {planned_state(config, RESULTS, manifests, args.force)}",
+            file=sys.stderr,
+        )
         if not args.dry_run:
             execute(config, manifests, RESULTS, force=args.force)
     return 0

@@ -25,7 +25,8 @@ from typing import TextIO
 
 from gropd.config import RunConfig
 from gropd.config.errors import ConfigError
-from gropd.pipeline import DONE, run_state
+from gropd.config.manifests import Manifests
+from gropd.pipeline import DONE, planned_state, run_state
 from gropd.run_dir import RunDir
 from gropd.threads import split_threads, threads_set_on_purpose, usable_cores
 
@@ -156,6 +157,7 @@ def run_grid_jobs(
     dry_run: bool,
     results_root: Path,
     runs_dir: Path,
+    manifests: Manifests,
     out: TextIO = sys.stderr,
 ) -> int:
     """`gropd.cli grid --jobs N`: plan, say what was chosen, run, summarise; 1 when any run failed."""
@@ -191,7 +193,8 @@ def run_grid_jobs(
         )
     for config, job in zip(configs, planned, strict=True):
         gpu = f", CUDA_VISIBLE_DEVICES={job.env['CUDA_VISIBLE_DEVICES']}" if "CUDA_VISIBLE_DEVICES" in job.env else ""
-        print(f"  {job.run_id}: {run_state(config, results_root)[1]}, backend.threads={job.threads}{gpu}", file=out)
+        state = planned_state(config, results_root, manifests, force)
+        print(f"  {job.run_id}: {state}, backend.threads={job.threads}{gpu}", file=out)
     if dry_run:
         return 0
     run_jobs(planned, jobs, out)

@@ -96,6 +96,16 @@ def run_state(config: RunConfig, results_root: Path, manifests: Manifests | None
     return run_dir, status["status"] if status["status"] in (*DONE, "failed") else "resumable"
 
 
+def planned_state(config: RunConfig, results_root: Path, manifests: Manifests, force: bool = False) -> str:
+    """What `execute` would do with the run, in words: its run_state, "new (results of <twin>)" when a
+    twin's results would be copied, or "forced (started afresh)"."""
+    if force:
+        return "forced (started afresh)"
+    state = run_state(config, results_root, manifests)[1]
+    twin = find_twin(config, checkpoints_of(config, manifests), results_root) if state == "new" else None
+    return f"new (results of {twin.root.name})" if twin is not None else state
+
+
 def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: bool = False) -> dict[str, Any]:
     """Bring one run to `finished` or `collapsed`; returns its status. `force` deletes the run's
     directory first, unread (so it also redoes a run whose files are broken)."""

@@ -9,7 +9,7 @@ import pytest
 from tiny_runs import FAST, project, tiny_config
 
 from gropd.config import ConfigError, config_hash, load_manifests
-from gropd.pipeline import execute, run_state
+from gropd.pipeline import execute, planned_state, run_state
 from gropd.run_dir import RunDir
 from gropd.status_table import status_rows
 from gropd.twins import settings_hash
@@ -35,6 +35,8 @@ def test_a_twin_is_copied_and_force_trains_anew(tmp_path: Path, monkeypatch: pyt
     original = tiny_config(root, TABLE1, STEPS)
     assert execute(original, manifests, results)["status"] == "finished"
     twin_config = tiny_config(root, LAMBDA, STEPS)
+    assert planned_state(twin_config, results, manifests) == f"new (results of {TABLE1})"
+    assert planned_state(twin_config, results, manifests, force=True) == "forced (started afresh)"
     status = execute(twin_config, manifests, results)
     source, copy = RunDir(results / "tiny" / TABLE1), RunDir(results / "tiny" / LAMBDA)
     assert status["status"] == "finished" and status["copied_from"] == TABLE1
@@ -42,6 +44,7 @@ def test_a_twin_is_copied_and_force_trains_anew(tmp_path: Path, monkeypatch: pyt
     assert copy.read_metrics() == source.read_metrics()
     assert copy.read_summary() == source.read_summary()
     assert not copy.checkpoints.exists() and (copy.final / "model.safetensors").exists()
+    assert planned_state(twin_config, results, manifests) == "finished"
     assert execute(twin_config, manifests, results)["copied_from"] == TABLE1  # finished: nothing redone
     other = tiny_config(root, LAMBDA, [*STEPS, "seed=1"])  # other settings: not a twin
     assert "copied_from" not in execute(other, manifests, results, force=True)
@@ -60,6 +63,7 @@ def test_a_run_whose_models_changed_is_refused_and_is_nobodys_twin(tmp_path: Pat
     manifests = load_manifests(root / "experiments")
     assert run_state(original, results, manifests)[1] == "changed"
     assert run_state(original, results)[1] == "finished"  # without the manifests only the config is compared
+    assert planned_state(tiny_config(root, LAMBDA, STEPS), results, manifests) == "new"  # nobody's twin
     with pytest.raises(ConfigError, match=r"started with other models: student tiny I1\.7 \w{12} -> tiny I1\.7 \w{12}"):
         execute(original, manifests, results)
     rows = {row.run_id: row for row in status_rows(manifests, "tiny", results, FAST + STEPS)}
