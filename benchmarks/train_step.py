@@ -18,7 +18,7 @@ from pathlib import Path
 
 from gropd.cli import quiet_libraries
 from gropd.config import load_manifests
-from gropd.pipeline import load_run
+from gropd.pipeline import load_run, open_run_dir
 from gropd.run_dir import RunDir
 from gropd.training_run import train_run
 
@@ -29,6 +29,7 @@ def measure(pairing: str, method: str, steps: int, results: Path) -> dict[str, f
     manifests = load_manifests(Path("experiments"))
     config = load_run(manifests, "tiny", f"table1__{pairing}__{method}", [f"train.steps={steps}"])
     run_dir = RunDir(results / pairing)
+    open_run_dir(config, manifests, run_dir)
     started = time.perf_counter()
     train_run(config, manifests, run_dir)
     rows = run_dir.read_metrics()[1:]

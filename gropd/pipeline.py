@@ -96,6 +96,19 @@ def run_state(config: RunConfig, results_root: Path, manifests: Manifests | None
     return run_dir, status["status"] if status["status"] in (*DONE, "failed") else "resumable"
 
 
+def open_run_dir(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict[str, Any]:
+    """Make the run's directory and write its config; a run without a status.json gets its first one
+    (identity, status running, step 0). Returns the status."""
+    run_dir.root.mkdir(parents=True, exist_ok=True)
+    run_dir.write_config(config_yaml(config))
+    status = run_dir.read_status() or {}
+    if not status:
+        status = run_dir.update_status(
+            **identity(config, manifests), status="running", reason=None, step=0, collapse_step=None
+        )
+    return status
+
+
 def planned_state(config: RunConfig, results_root: Path, manifests: Manifests, force: bool = False) -> str:
     """What `execute` would do with the run, in words: its run_state, "new (results of <twin>)" when a
     twin's results would be copied, or "forced (started afresh)"."""
@@ -129,13 +142,7 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
             f"[{config.run_id}] same settings as finished run {twin.root.name}: its results are copied", file=sys.stderr
         )
         return copy_twin(twin, run_dir, config, identity(config, manifests))
-    run_dir.root.mkdir(parents=True, exist_ok=True)
-    run_dir.write_config(config_yaml(config))
-    status = run_dir.read_status() or {}
-    if not status:
-        status = run_dir.update_status(
-            **identity(config, manifests), status="running", reason=None, step=0, collapse_step=None
-        )
+    open_run_dir(config, manifests, run_dir)
     with run_session(run_dir) as status:
         if config.kind == "train" and status["status"] == "running":
             from gropd.training_run import train_run
