@@ -26,8 +26,8 @@ from typing import TextIO
 from gropd.config import RunConfig
 from gropd.config.errors import ConfigError
 from gropd.config.manifests import Manifests
-from gropd.pipeline import DONE, planned_state, run_state
-from gropd.run_dir import RunDir
+from gropd.pipeline import planned_state, run_state
+from gropd.run_dir import DONE, RunDir
 from gropd.threads import split_threads, threads_set_on_purpose, usable_cores
 
 POLL_S = 0.2

@@ -16,12 +16,11 @@ from typing import Any
 from gropd.checkpoints import checkpoint_identity
 from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_yaml, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid, write_run_file
-from gropd.run_dir import RunDir
+from gropd.run_dir import DONE, RunDir
 from gropd.run_session import run_session
 from gropd.tracking import check_backends, log_evaluation
 from gropd.twins import copy_twin, find_twin
 
-DONE = ("finished", "collapsed")
 SIDES = ("student", "teacher")
 
 
@@ -62,9 +61,7 @@ def checkpoints_of(config: RunConfig, manifests: Manifests) -> dict[str, str]:
     if config.kind == "eval":
         return {"model": checkpoint_identity(manifests, config.profile, config.model)}
     record = manifests.pairings[config.pairing]
-    return {
-        side: checkpoint_identity(manifests, config.profile, record[side]["model"]) for side in ("student", "teacher")
-    }
+    return {side: checkpoint_identity(manifests, config.profile, record[side]["model"]) for side in SIDES}
 
 
 def what_changed(status: dict[str, Any], config: RunConfig, manifests: Manifests | None) -> str | None:
@@ -109,13 +106,20 @@ def open_run_dir(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> di
     return status
 
 
+def twin_to_copy(config: RunConfig, state: str, manifests: Manifests, results_root: Path, force: bool) -> RunDir | None:
+    """The finished run whose results a new, unforced run takes instead of training (gropd/twins.py)."""
+    if force or state != "new":
+        return None
+    return find_twin(config, checkpoints_of(config, manifests), results_root)
+
+
 def planned_state(config: RunConfig, results_root: Path, manifests: Manifests, force: bool = False) -> str:
     """What `execute` would do with the run, in words: its run_state, "new (results of <twin>)" when a
     twin's results would be copied, or "forced (started afresh)"."""
     if force:
         return "forced (started afresh)"
     state = run_state(config, results_root, manifests)[1]
-    twin = find_twin(config, checkpoints_of(config, manifests), results_root) if state == "new" else None
+    twin = twin_to_copy(config, state, manifests, results_root, force)
     return f"new (results of {twin.root.name})" if twin is not None else state
 
 
@@ -136,7 +140,7 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
             "the same config and models to resume, or --force to start it afresh",
         )
     check_backends(config.tracking)
-    twin = None if state != "new" or force else find_twin(config, checkpoints_of(config, manifests), results_root)
+    twin = twin_to_copy(config, state, manifests, results_root, force)
     if twin is not None:
         print(
             f"[{config.run_id}] same settings as finished run {twin.root.name}: its results are copied", file=sys.stderr

@@ -28,6 +28,7 @@ from gropd.config.errors import RunFileError
 from gropd.config.resolve import data_hash
 
 STATES = ("running", "trained", "finished", "collapsed", "failed")
+DONE = ("finished", "collapsed")  # the states a run ends in: not redone
 SEAL = "files.json"
 
 

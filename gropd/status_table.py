@@ -32,13 +32,12 @@ import yaml
 from gropd.config import ConfigError, Manifests, RunConfig, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid
 from gropd.pipeline import what_changed
-from gropd.run_dir import RunDir
+from gropd.run_dir import DONE, RunDir
 from gropd.run_session import is_alive
 from gropd.threads import keep_started_threads, threads_set_on_purpose
 
 ETA_WINDOW = 10
 TIMING_KEYS = ("time_rollout_s", "time_teacher_s", "time_update_s")
-DONE = ("finished", "collapsed")
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,9 @@ from typing import Any
 
 from gropd.config import RunConfig, config_yaml, data_hash
 from gropd.config.errors import RunFileError
-from gropd.run_dir import RunDir
+from gropd.run_dir import DONE, RunDir
 
 NAMING = ("run_id", "grid")
-DONE = ("finished", "collapsed")
 NOT_COPIED = ("checkpoints", "tracking", "status.json", "config.yaml", "final")
 SESSION_FIELDS = ("pid", "pid_start", "host", "wall_s", "failed_in")
 

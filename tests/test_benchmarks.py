@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tiny_runs import REPO
 
 from benchmarks.train_step import PHASES, measure
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[1]
 
 
 def test_train_step_benchmark_times_every_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
