@@ -21,7 +21,7 @@ import torch
 
 from gropd.checkpoints import checkpoint_ref, load_model, load_tokenizer
 from gropd.config import load_manifests
-from gropd.rollout.base import SamplingSettings
+from gropd.rollout.base import SamplingSettings, StopRule
 from gropd.rollout.vllm import VLLMRollout, request_seed
 from gropd.templates import render_prompt, stop_token_ids
 
@@ -67,7 +67,7 @@ def bare_engine(ref, prompts, stops, args) -> tuple[float, int]:
 def suite_engine(ref, prompts, stops, args) -> tuple[float, int]:
     engine = VLLMRollout(ref.path, revision=ref.revision, tensor_parallel=1, dtype="bfloat16",
                          gpu_memory_utilization=MEMORY_FRACTION, enable_sleep_mode=False, seed=0,
-                         max_model_len=None, tokenizer=ref.tokenizer_path, stop_token_ids=stops)
+                         max_model_len=None, tokenizer=ref.tokenizer_path, rule=StopRule(tuple(stops)))
     model = load_model(ref, torch.device("cuda"), "bfloat16")
     start = time.perf_counter()
     engine.sync_weights(model)

@@ -52,6 +52,14 @@ def render_prompt(question: str, mode: str, tokenizer: Any, instruction: str) ->
     )
 
 
+def stop_strings(mode: str) -> tuple[str, ...]:
+    """Text that ends a response besides its stop tokens: a base model (default mode) that runs on into a
+    new "Question:" of its own stops there (StopRule keeps the token that completes it; the grader then
+    reads the answer before it); chat modes stop on their tokens only."""
+    check_mode(mode)
+    return ("Question:",) if mode == "default" else ()
+
+
 def stop_token_ids(mode: str, tokenizer: Any) -> list[int]:
     """Token ids that end a response: chat modes `<|im_end|>` and `<|endoftext|>`; default `<|endoftext|>`."""
     check_mode(mode)

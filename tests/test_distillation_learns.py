@@ -12,13 +12,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from eval.suites import Question
 from gropd.checkpoints import checkpoint_ref
-from gropd.components import PromptRenderer
+from gropd.components import PromptRenderer, stop_rule
 from gropd.config import load_manifests
 from gropd.logprobs import pack
 from gropd.pipeline import execute
 from gropd.rollout.base import SamplingSettings
 from gropd.rollout.hf import HFRollout
-from gropd.templates import stop_token_ids
 from gropd.tiny.tasks import eval_questions
 
 pytestmark = pytest.mark.slow
@@ -42,7 +41,8 @@ def heldout_reverse_kl(student, teacher, tokenizer, questions: list[Question], s
     per-position KL(π_S ‖ π_T) = Σ_v π_S(v|h) (log π_S(v|h) − log π_T(v|h)); both see the nothink prompt."""
     render = PromptRenderer(tokenizer, "nothink", "Answer in \\boxed{}.")
     prompts = [render(q.question) for q in questions]
-    engine = HFRollout(student, stop_token_ids("nothink", tokenizer), tokenizer.pad_token_id, CPU)
+    decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
+    engine = HFRollout(student, stop_rule("nothink", tokenizer), decode, tokenizer.pad_token_id, CPU)
     batch = engine.generate(prompts, 4, SamplingSettings(1.0, 1.0, 200), seed)
     log_s, mask = position_logprobs(student, batch.prompt_ids, batch.response_ids, tokenizer.pad_token_id)
     log_t, _ = position_logprobs(teacher, batch.prompt_ids, batch.response_ids, tokenizer.pad_token_id)

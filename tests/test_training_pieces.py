@@ -11,7 +11,7 @@ from gropd.collapse import collapse_reason
 from gropd.config.schema import CollapseRule
 from gropd.logprobs import pack, response_logprobs
 from gropd.prompts import PromptSampler
-from gropd.rollout.base import SamplingSettings
+from gropd.rollout.base import SamplingSettings, StopRule
 from gropd.rollout.hf import HFRollout
 from gropd.train_metrics import pearson, spearman
 
@@ -50,8 +50,12 @@ def test_packed_logprobs_equal_unpadded_forward() -> None:
         assert logp[row, len(response) :].abs().sum().item() == 0
 
 
+def letters(ids: list[int]) -> str:
+    return "".join(chr(ord("a") + i) for i in ids)
+
+
 def test_hf_rollout_is_seeded_groups_prompts_and_stops() -> None:
-    engine = HFRollout(tiny_lm(), stop_ids=[23], pad_id=0, device=CPU)
+    engine = HFRollout(tiny_lm(), StopRule((23,)), letters, pad_id=0, device=CPU)
     sampling = SamplingSettings(temperature=1.0, top_p=1.0, max_new_tokens=6)
     first = engine.generate([[1, 2, 3], [4]], n=3, sampling=sampling, seed=5)
     again = engine.generate([[1, 2, 3], [4]], n=3, sampling=sampling, seed=5)
@@ -108,17 +112,3 @@ def test_correlations_by_hand() -> None:
     assert pearson([1, 2, 3], [1, 1, 1]) is None
     # ranks of x: 1,2,3,4; ranks of y (10,30,20,40): 1,3,2,4 -> d^2 = 0+1+1+0 = 2 -> 1 - 6*2/(4*15) = 0.8
     assert spearman([1, 2, 3, 4], [10, 30, 20, 40]) == pytest.approx(0.8)
-
-
-def test_sampler_gap_sums_masked_absolute_differences() -> None:
-    from gropd.rollout.base import RolloutBatch
-    from gropd.trainer import Rollout, sampler_gap_sum
-
-    packed = pack([[1], [2]], [[3, 4], [5]], pad_id=0, device=CPU)
-    logp_old = torch.tensor([[-1.0, -2.0], [-0.5, 0.0]])
-    batch = RolloutBatch([[1], [2]], [[3, 4], [5]], ["stop", "stop"], sampler_logprobs=[[-1.5, -1.0], [-0.25]])
-    zeros = torch.zeros(2, 2)
-    rollout = Rollout([], batch, packed, logp_old, zeros, zeros, zeros, zeros, torch.zeros(2), 0, {})
-    assert sampler_gap_sum(rollout) == pytest.approx(0.5 + 1.0 + 0.25)  # the padded slot does not count
-    batch.sampler_logprobs = None
-    assert sampler_gap_sum(rollout) is None

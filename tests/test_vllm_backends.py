@@ -10,15 +10,8 @@ import pytest
 import torch
 
 from gropd.optional import MissingDependencyError, require
-from gropd.rollout.base import SamplingSettings
-from gropd.rollout.vllm import (
-    VLLMRollout,
-    distributed_executor,
-    full_state_dict_items,
-    request_seed,
-    rollout_batch_from_outputs,
-    vllm_weight_name,
-)
+from gropd.rollout.base import SamplingSettings, StopRule, checkpoint_name, full_state_dict_items
+from gropd.rollout.vllm import VLLMRollout, distributed_executor, request_seed, rollout_batch_from_outputs
 from gropd.teacher.vllm_engine import VLLMTeacher, response_logprobs_from_prompt_logprobs
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -98,9 +91,9 @@ def test_request_seeds_are_distinct_across_prompts_samples_and_steps():
 
 
 def test_weight_names_lose_wrapper_segments():
-    assert vllm_weight_name("module._orig_mod.model.layers.0.mlp.up_proj.weight") == (
+    assert checkpoint_name("module._orig_mod.model.layers.0.mlp.up_proj.weight") == (
         "model.layers.0.mlp.up_proj.weight")
-    assert vllm_weight_name("model.embed_tokens.weight") == "model.embed_tokens.weight"
+    assert checkpoint_name("model.embed_tokens.weight") == "model.embed_tokens.weight"
 
 
 def test_full_state_dict_items_strips_wrappers_and_keeps_values():
@@ -129,7 +122,7 @@ def test_constructing_vllm_backends_without_vllm_says_what_to_install():
     with pytest.raises(MissingDependencyError, match=r"backend.rollout=vllm.*'vllm'.*requirements-gpu.txt"):
         VLLMRollout("m", revision=None, tensor_parallel=1, dtype="bfloat16", gpu_memory_utilization=0.5,
                     enable_sleep_mode=False, seed=0, max_model_len=None,
-                    stop_token_ids=[1])
+                    rule=StopRule((1,)))
     with pytest.raises(MissingDependencyError, match=r"backend.teacher=vllm.*'vllm'.*requirements-gpu.txt"):
         VLLMTeacher("m", revision=None, tensor_parallel=1, dtype="bfloat16", gpu_memory_utilization=0.5,
                     max_model_len=None)
@@ -152,7 +145,7 @@ def test_vllm_rollout_and_teacher_agree_on_sampled_tokens(tmp_path):
     Qwen3ForCausalLM(config).save_pretrained(tmp_path)
     common = {"revision": None, "tensor_parallel": 1, "dtype": "float32", "max_model_len": 256}
     rollout = VLLMRollout(str(tmp_path), gpu_memory_utilization=0.2, enable_sleep_mode=False, seed=0,
-                          stop_token_ids=[1], **common)
+                          rule=StopRule((1,)), **common)
     batch = rollout.generate([[5, 6, 7], [8, 9]], 2, SamplingSettings(1.0, 1.0, 12), seed=1)
     teacher = VLLMTeacher(str(tmp_path), gpu_memory_utilization=0.2, **common)
     scores = teacher.score(batch.prompt_ids, batch.response_ids)

@@ -28,7 +28,7 @@ pytest.importorskip(
 from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 
 from gropd.logprobs import pack, response_logprobs  # noqa: E402
-from gropd.rollout.base import RolloutBatch, SamplingSettings  # noqa: E402
+from gropd.rollout.base import RolloutBatch, SamplingSettings, StopRule  # noqa: E402
 from gropd.rollout.vllm import VLLMRollout  # noqa: E402
 from gropd.teacher.vllm_engine import VLLMTeacher  # noqa: E402
 from gropd.tiny.tokenizer import build_tokenizer  # noqa: E402
@@ -100,7 +100,7 @@ def stop_ids(world: dict) -> list[int]:
 
 @pytest.fixture(scope="module")
 def rollout(world: dict, stop_ids: list[int]) -> VLLMRollout:
-    return VLLMRollout(world["path"], enable_sleep_mode=False, seed=0, stop_token_ids=stop_ids, **ENGINE)
+    return VLLMRollout(world["path"], enable_sleep_mode=False, seed=0, rule=StopRule(tuple(stop_ids)), **ENGINE)
 
 
 @pytest.fixture(scope="module")

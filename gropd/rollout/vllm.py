@@ -15,9 +15,11 @@ old weights. With `enable_sleep_mode`, the engine sleeps (level 1: weights offlo
 to CPU, KV cache freed) between generate() calls so the optimiser step has the GPU
 memory, and wakes the weights for sync and everything for the next generate().
 
-Stopping: a response ends at the first of `stop_token_ids` (kept as its last token,
-finish reason "stop") or at max_new_tokens ("length"); `ignore_eos=True` keeps vLLM
-from adding the checkpoint's own EOS ids, so the stop set is exactly the mode's.
+Stopping: a response ends at the first of the StopRule's token ids (kept as its last token,
+finish reason "stop"), at the token that completes one of its stop strings (vLLM keeps that token
+in `token_ids` and drops the rest: StopRule's own rule, gropd/rollout/base.py), or at
+max_new_tokens ("length"); `ignore_eos=True` keeps vLLM from adding the checkpoint's own EOS
+ids, so the stop set is exactly the mode's.
 
 Sampler log-probs: vLLM's default `logprobs_mode="raw_logprobs"` reports
 log-softmax of the raw logits, which is the sampling distribution only at
@@ -38,17 +40,15 @@ so sleeping one engine would offload the other. A separate-GPU rollout server (T
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
 from gropd.optional import require
-from gropd.rollout.base import RolloutBatch, SamplingSettings
+from gropd.rollout.base import FINISH_REASONS, RolloutBatch, SamplingSettings, StopRule, full_state_dict_items
 
-FINISH_REASONS = ("stop", "length")
 SEED_STRIDE = 1 << 16  # request seeds seed*STRIDE + i*n + j stay distinct while P*n ≤ STRIDE
-_WRAPPER_SEGMENTS = frozenset({"module", "_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module"})
 
 
 def request_seed(seed: int, prompt_index: int, n: int) -> int:
@@ -56,19 +56,6 @@ def request_seed(seed: int, prompt_index: int, n: int) -> int:
     if n * (prompt_index + 1) > SEED_STRIDE:
         raise ValueError(f"{prompt_index + 1} prompts x n={n} exceeds the seed stride {SEED_STRIDE}")
     return seed * SEED_STRIDE + prompt_index * n
-
-
-def vllm_weight_name(name: str) -> str:
-    """A trainer state-dict key in checkpoint form: wrapper segments (DDP, compile, FSDP1) removed."""
-    return ".".join(part for part in name.split(".") if part not in _WRAPPER_SEGMENTS)
-
-
-def full_state_dict_items(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """(checkpoint name, full tensor) pairs of `model`; sharded DTensors are gathered."""
-    for name, tensor in model.state_dict().items():
-        if hasattr(tensor, "full_tensor"):
-            tensor = tensor.full_tensor()
-        yield vllm_weight_name(name), tensor.detach()
 
 
 def _sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[Any] | None) -> list[float]:
@@ -128,13 +115,15 @@ class VLLMRollout:
         seed: int,
         max_model_len: int | None,
         tokenizer: str | None = None,
-        stop_token_ids: Sequence[int],
+        rule: StopRule,
+        distributed: bool = True,
     ) -> None:
         vllm = require("vllm", "backend.rollout=vllm (student rollouts)")
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine: weight sync without a copy
         self._vllm = vllm
         self._sleep_mode = enable_sleep_mode
-        self._stops = [int(t) for t in stop_token_ids]
+        self._rule = rule
+        self.samples_trained_weights = False  # its own copy of the weights, in `dtype`
         self._asleep = False
         self._llm = vllm.LLM(
             model=model_path,
@@ -147,7 +136,7 @@ class VLLMRollout:
             enable_sleep_mode=enable_sleep_mode,
             seed=seed,
             max_model_len=max_model_len,
-            distributed_executor_backend=distributed_executor(os.environ),
+            distributed_executor_backend=distributed_executor(os.environ) if distributed else None,
         )
 
     def generate(self, prompt_ids: list[list[int]], n: int, sampling: SamplingSettings, seed: int) -> RolloutBatch:
@@ -163,7 +152,8 @@ class VLLMRollout:
                 max_tokens=sampling.max_new_tokens,
                 logprobs=0,
                 seed=request_seed(seed, i, n),
-                stop_token_ids=self._stops,
+                stop_token_ids=list(self._rule.token_ids),
+                stop=list(self._rule.strings),
                 ignore_eos=True,  # stop exactly at the mode's stop tokens
             )
             for i in range(len(prompt_ids))
