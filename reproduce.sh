@@ -18,6 +18,8 @@
 #            works from another terminal while a grid runs; all profiles with results unless --profile)
 #   pin      resolve the paper's short revisions into experiments/lock.yaml (needs the Hub)
 #   world    build the tiny world (tokenizer, arithmetic suites, SFT teachers and students)
+#   rehearse the paper profile's code path on this CPU (bf16 over float32 masters, 2 processes with FSDP2,
+#            a teacher server, evaluation on rank 0, a kill and a resume) and its checks: minutes
 #   test     run the test suite
 #
 # Without --profile: paper when CUDA is present, tiny otherwise (it says which and why).
@@ -55,7 +57,7 @@ ensure_venv() {
 case "$1" in -h|--help|help) usage; exit 0;; esac
 target=$1; shift
 case "$target" in
-  table1|table2|fig1|fig3|fig4|table6|tables|claims|all|runs|status|pin|world|test) ;;
+  table1|table2|fig1|fig3|fig4|table6|tables|claims|all|runs|status|pin|world|rehearse|test) ;;
   *) echo "unknown target '$target'" >&2; usage >&2; exit 2;;
 esac
 profile=""; seeds=""; jobs=""; dry=""; from_results=""; force=""; passthrough=()
@@ -78,10 +80,8 @@ done
 ensure_venv
 export PYTHONUNBUFFERED=1
 py() { .venv/bin/python "$@"; }
-if [ -z "$profile" ] && [[ "$target" != test && "$target" != pin && "$target" != status ]]; then
-  profile=$(py -c "import torch; print('paper' if torch.cuda.is_available() else 'tiny')")
-  if [ "$profile" = tiny ]; then why="no CUDA device found"; else why="CUDA is available"; fi
-  echo "profile: $profile ($why; pass --profile to choose)" >&2
+if [ -z "$profile" ] && [[ "$target" != test && "$target" != pin && "$target" != status && "$target" != rehearse ]]; then
+  profile=$(py -m gropd.hardware) || exit 2   # paper with CUDA, tiny without a GPU; stops on a GPU node torch cannot use
 fi
 gropd() { py -m gropd.cli "$@"; }
 if [ -z "$jobs" ] && [ "$profile" = tiny ]; then  # one run per core: the tiny profile's runs use one thread each
@@ -112,5 +112,6 @@ case "$target" in
   status) gropd status ${profile:+--profile "$profile"} "${passthrough[@]}";;
   pin)    gropd pin --profile "${profile:-paper}";;
   world)  gropd world;;
+  rehearse) py -m gropd.rehearsal;;
   test)   py -m pytest -q "${passthrough[@]}";;
 esac

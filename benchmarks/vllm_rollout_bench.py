@@ -31,8 +31,14 @@ MEMORY_FRACTION = 0.3
 def batch_prompts(tokenizer, mode: str, count: int) -> list[list[int]]:
     """Token ids of `count` fixed addition questions ("100+200", "101+203", ...) rendered in `mode`."""
     questions = [f"{100 + i}+{200 + 3 * i}" for i in range(count)]
-    return [list(tokenizer.encode(render_prompt(q, mode, tokenizer, "Put the final answer in \\boxed{}."),
-                                  add_special_tokens=False)) for q in questions]
+    return [
+        list(
+            tokenizer.encode(
+                render_prompt(q, mode, tokenizer, "Put the final answer in \\boxed{}."), add_special_tokens=False
+            )
+        )
+        for q in questions
+    ]
 
 
 def timed(call, repeats: int) -> tuple[float, int]:
@@ -50,11 +56,27 @@ def timed(call, repeats: int) -> tuple[float, int]:
 def bare_engine(ref, prompts, stops, args) -> tuple[float, int]:
     import vllm
 
-    llm = vllm.LLM(model=ref.path, tokenizer=ref.tokenizer_path, revision=ref.revision, dtype="bfloat16",
-                   gpu_memory_utilization=MEMORY_FRACTION, seed=0)
-    params = [vllm.SamplingParams(n=args.n, temperature=1.0, top_p=1.0, max_tokens=args.max_new_tokens,
-                                  logprobs=0, seed=request_seed(0, i, args.n), stop_token_ids=stops,
-                                  ignore_eos=True) for i in range(len(prompts))]
+    llm = vllm.LLM(
+        model=ref.path,
+        tokenizer=ref.tokenizer_path,
+        revision=ref.revision,
+        dtype="bfloat16",
+        gpu_memory_utilization=MEMORY_FRACTION,
+        seed=0,
+    )
+    params = [
+        vllm.SamplingParams(
+            n=args.n,
+            temperature=1.0,
+            top_p=1.0,
+            max_tokens=args.max_new_tokens,
+            logprobs=0,
+            seed=request_seed(0, i, args.n),
+            stop_token_ids=stops,
+            ignore_eos=True,
+        )
+        for i in range(len(prompts))
+    ]
     requests = [vllm.inputs.TokensPrompt(prompt_token_ids=p) for p in prompts]
 
     def call():
@@ -65,9 +87,18 @@ def bare_engine(ref, prompts, stops, args) -> tuple[float, int]:
 
 
 def suite_engine(ref, prompts, stops, args) -> tuple[float, int]:
-    engine = VLLMRollout(ref.path, revision=ref.revision, tensor_parallel=1, dtype="bfloat16",
-                         gpu_memory_utilization=MEMORY_FRACTION, enable_sleep_mode=False, seed=0,
-                         max_model_len=None, tokenizer=ref.tokenizer_path, rule=StopRule(tuple(stops)))
+    engine = VLLMRollout(
+        ref.path,
+        revision=ref.revision,
+        tensor_parallel=1,
+        dtype="bfloat16",
+        gpu_memory_utilization=MEMORY_FRACTION,
+        enable_sleep_mode=False,
+        seed=0,
+        max_model_len=None,
+        tokenizer=ref.tokenizer_path,
+        rule=StopRule(tuple(stops)),
+    )
     model = load_model(ref, torch.device("cuda"), "bfloat16")
     start = time.perf_counter()
     engine.sync_weights(model)
@@ -93,8 +124,10 @@ def main() -> None:
     prompts = batch_prompts(tokenizer, args.mode, args.prompts)
     stops = stop_token_ids(args.mode, tokenizer)
     seconds, tokens = (bare_engine if args.engine == "bare" else suite_engine)(ref, prompts, stops, args)
-    print(f"{args.engine} vLLM rollout: {args.prompts} prompts x n={args.n}, {tokens} tokens in "
-          f"{seconds:.3f} s = {tokens / seconds:,.0f} tokens/s")
+    print(
+        f"{args.engine} vLLM rollout: {args.prompts} prompts x n={args.n}, {tokens} tokens in "
+        f"{seconds:.3f} s = {tokens / seconds:,.0f} tokens/s"
+    )
 
 
 if __name__ == "__main__":

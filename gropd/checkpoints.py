@@ -61,6 +61,13 @@ def checkpoint_identity(manifests: Manifests, profile: str, label: str) -> str:
     return str(source["path"])
 
 
+def model_config(ref: CheckpointRef) -> dict:
+    """The checkpoint's config.json as a mapping (from the Hub cache, or downloaded alone: no weights)."""
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(ref.path, revision=ref.revision).to_dict()
+
+
 def load_model(ref: CheckpointRef, device: torch.device, dtype: str) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 

@@ -9,7 +9,9 @@ Only `[chunk, V]` logits exist at any time, in forward and in backward (which re
 them from h), so memory grows with N·H, not N·V. The matmuls run in the head's dtype,
 softmax and sums in float32, as `lm_head(h).float() / τ` followed by a full log-softmax.
 Backward: ∂log π_y/∂z = onehot(y) − π and ∂H/∂z = −π ⊙ (log π + H), divided by τ and
-taken through the head; the head's gradient is summed over chunks in float32.
+taken through the head; the head's gradient is summed over chunks in float32. Under autocast
+(bf16 compute over float32 weights) the backward recomputes the logits under the same autocast
+state as the forward, so both see the same bf16 logits.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class _TokenLogProbs(torch.autograd.Function):
             del log_probs  # before the next chunk's logits exist
         ctx.save_for_backward(hidden, weight, bias, targets, entropy)
         ctx.temperature, ctx.chunk = temperature, chunk
+        device = hidden.device.type
+        ctx.autocast = (device, torch.get_autocast_dtype(device), torch.is_autocast_enabled(device))
         ctx.set_materialize_grads(False)
         if not with_entropy:
             ctx.mark_non_differentiable(entropy)
@@ -57,6 +61,12 @@ class _TokenLogProbs(torch.autograd.Function):
     def backward(ctx, grad_chosen, grad_entropy):
         if grad_chosen is None and grad_entropy is None:
             return None, None, None, None, None, None, None
+        device, dtype, enabled = ctx.autocast
+        with torch.autocast(device, dtype=dtype, enabled=enabled):
+            return _TokenLogProbs._backward(ctx, grad_chosen, grad_entropy)
+
+    @staticmethod
+    def _backward(ctx, grad_chosen, grad_entropy):
         hidden, weight, bias, targets, entropy = ctx.saved_tensors
         need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
         grad_hidden = torch.zeros_like(hidden) if need_hidden else None

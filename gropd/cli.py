@@ -8,6 +8,7 @@
     python -m gropd.cli pin     [--profile paper]
     python -m gropd.cli world   (build the tiny world now)
 
+Every command takes --results DIR (default results/): where runs are written and read.
 Bad input exits with status 2 and a message naming the file, key and expectation.
 """
 
@@ -18,20 +19,23 @@ import sys
 from pathlib import Path
 
 from gropd.config import ConfigError, RunConfig, load_manifests
+from gropd.fit import FitError
+from gropd.hardware import GPUNotUsableError
 from gropd.optional import MissingDependencyError
 from gropd.pipeline import execute, find_run_file, grid_entries, load_run, materialise, planned_state, run_state
+from gropd.preflight import preflight
 from gropd.threads import keep_started_threads, threads_set_on_purpose
 from gropd.tracking import check_backends
 
 EXPERIMENTS = Path("experiments")
-RESULTS = Path("results")
 
 
 def default_profile() -> str:
-    """paper when CUDA is present, tiny otherwise (and say so)."""
-    import torch
+    """paper when CUDA is present, tiny where there is no GPU (and say so); a GPU node whose torch cannot
+    see its GPUs stops (gropd/hardware.py)."""
+    from gropd.hardware import choose_profile
 
-    profile, why = ("paper", "CUDA is available") if torch.cuda.is_available() else ("tiny", "no CUDA device found")
+    profile, why = choose_profile()
     print(f"profile: {profile} ({why}; pass --profile to choose)", file=sys.stderr)
     return profile
 
@@ -40,12 +44,12 @@ def _seeds(count: int | None) -> list[int] | None:
     return list(range(count)) if count else None
 
 
-def _resolve(manifests, profile: str, run_id: str, overrides: list[str]) -> RunConfig:
+def _resolve(manifests, profile: str, run_id: str, overrides: list[str], results: Path) -> RunConfig:
     """The run's config; a run that started keeps the thread count it started with (gropd/threads.py)."""
     config = load_run(manifests, profile, run_id, overrides)
     if threads_set_on_purpose(overrides, find_run_file(manifests, profile, run_id)):
         return config
-    return keep_started_threads(config, RESULTS)
+    return keep_started_threads(config, results)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -56,7 +60,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for entry, path, written in materialise(
         manifests, args.profile, grid_entries(manifests, grids, _seeds(args.seeds))
     ):
-        _, state = run_state(_resolve(manifests, args.profile, entry.run_id, []), RESULTS, manifests)
+        _, state = run_state(_resolve(manifests, args.profile, entry.run_id, [], args.results), args.results, manifests)
         print(f"{entry.run_id:<60} {state:<10} {path} ({written})")
     return 0
 
@@ -65,9 +69,10 @@ def cmd_grid(args: argparse.Namespace) -> int:
     manifests = load_manifests(EXPERIMENTS)
     entries = grid_entries(manifests, args.grids, _seeds(args.seeds))
     materialise(manifests, args.profile, entries)
-    configs = [_resolve(manifests, args.profile, entry.run_id, args.overrides) for entry in entries]
-    if args.profile == "paper":
-        _require_pinned(manifests, configs)
+    configs = [_resolve(manifests, args.profile, entry.run_id, args.overrides, args.results) for entry in entries]
+    if not args.dry_run:
+        for config in configs:
+            preflight(config, manifests)
     for config in configs:
         check_backends(config.tracking)
     if args.jobs > 1:
@@ -80,51 +85,37 @@ def cmd_grid(args: argparse.Namespace) -> int:
             overrides=args.overrides,
             force=args.force,
             dry_run=args.dry_run,
-            results_root=RESULTS,
+            results_root=args.results,
             runs_dir=runs_dir,
             manifests=manifests,
         )
     for index, config in enumerate(configs, 1):
         print(
-            f"[{index}/{len(configs)}] {config.run_id}: {planned_state(config, RESULTS, manifests, args.force)}",
+            f"[{index}/{len(configs)}] {config.run_id}: {planned_state(config, args.results, manifests, args.force)}",
             file=sys.stderr,
         )
         if not args.dry_run:
-            execute(config, manifests, RESULTS, force=args.force)
+            execute(config, manifests, args.results, force=args.force)
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     manifests = load_manifests(EXPERIMENTS)
-    config = _resolve(manifests, args.profile, args.run_id, args.overrides)
-    if args.profile == "paper":
-        _require_pinned(manifests, [config])
-    status = execute(config, manifests, RESULTS, force=args.force)
+    config = _resolve(manifests, args.profile, args.run_id, args.overrides, args.results)
+    preflight(config, manifests)
+    status = execute(config, manifests, args.results, force=args.force)
     print(f"{config.run_id}: {status.get('status')}" + (f" ({status['reason']})" if status.get("reason") else ""))
     return 0
-
-
-def _require_pinned(manifests, configs) -> None:
-    from gropd.checkpoints import checkpoint_ref
-
-    for config in configs:
-        labels = (
-            [config.model]
-            if config.kind == "eval"
-            else [manifests.pairings[config.pairing][side]["model"] for side in ("student", "teacher")]
-        )
-        for label in labels:
-            checkpoint_ref(manifests, config.profile, label)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from gropd.status_table import format_table, status_rows
 
     manifests = load_manifests(EXPERIMENTS)
-    with_results = [p for p in manifests.profiles if any(RESULTS.glob(f"{p}/*/status.json"))]
+    with_results = [p for p in manifests.profiles if any(args.results.glob(f"{p}/*/status.json"))]
     for profile in args.profiles or with_results or manifests.profiles:
-        print(f"profile {profile} ({RESULTS / profile}):")
-        print(format_table(status_rows(manifests, profile, RESULTS, args.overrides)))
+        print(f"profile {profile} ({args.results / profile}):")
+        print(format_table(status_rows(manifests, profile, args.results, args.overrides)))
     return 0
 
 
@@ -134,7 +125,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for path in build(
         args.names,
         profile=args.profile,
-        results_root=RESULTS,
+        results_root=args.results,
         experiments_dir=EXPERIMENTS,
         out_root=Path("paper_figures"),
     ):
@@ -169,6 +160,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="gropd", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    top.add_argument("--results", type=Path, default=Path("results"), help="the results directory (default results/)")
     sub = top.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--profile", choices=None, default=None, help="paper or tiny (default: paper with CUDA)")
@@ -223,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         return handlers[args.command](args)
-    except (ConfigError, MissingDependencyError) as err:
+    except (ConfigError, MissingDependencyError, FitError, GPUNotUsableError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

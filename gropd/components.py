@@ -12,12 +12,12 @@ from typing import Any
 
 import torch
 
-from gropd.checkpoints import CheckpointRef, check_same_tokenizer, checkpoint_ref, load_model, load_tokenizer
+from gropd.checkpoints import DTYPES, CheckpointRef, check_same_tokenizer, checkpoint_ref, load_model, load_tokenizer
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
-from gropd.rollout.base import RolloutEngine
+from gropd.rollout.base import RolloutEngine, StopRule
 from gropd.teacher.base import TeacherScorer
-from gropd.templates import render_prompt, stop_token_ids
+from gropd.templates import render_prompt, stop_strings, stop_token_ids
 
 
 @dataclass(frozen=True)
@@ -60,11 +60,17 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def max_model_len(config: RunConfig, max_new_tokens: int) -> int:
+    """A vLLM engine's max_model_len: the prompt budget plus the longest response it serves."""
+    return config.backend.max_prompt_tokens + max_new_tokens
+
+
 def _hf_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id: int) -> TeacherScorer:
     from gropd.teacher.hf import HFTeacher
 
+    b = config.backend
     return HFTeacher(
-        load_model(teacher.ref, device, config.backend.dtype), pad_id, device, config.backend.max_tokens_per_forward
+        load_model(teacher.ref, device, b.dtype), pad_id, device, b.max_tokens_per_forward, b.share_prompt_forward
     )
 
 
@@ -76,8 +82,9 @@ def _vllm_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id
         revision=teacher.ref.revision,
         tensor_parallel=config.backend.tensor_parallel,
         dtype=config.backend.dtype,
-        gpu_memory_utilization=0.3,
-        max_model_len=None,
+        gpu_memory_utilization=config.backend.teacher_gpu_fraction,
+        max_model_len=max_model_len(config, config.sampling.max_new_tokens),
+        max_num_batched_tokens=config.backend.teacher_max_batched_tokens,
         tokenizer=teacher.ref.tokenizer_path,
     )
 
@@ -111,6 +118,11 @@ def build_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id
     return TEACHER_BACKENDS[config.backend.teacher](config, teacher, device, pad_id)
 
 
+def stop_rule(mode: str, tokenizer: Any) -> StopRule:
+    """How a response of `mode` ends: the mode's stop tokens and stop strings (gropd/templates.py)."""
+    return StopRule(tuple(stop_token_ids(mode, tokenizer)), stop_strings(mode))
+
+
 def build_rollout(
     config: RunConfig,
     role: Role,
@@ -119,20 +131,28 @@ def build_rollout(
     device: torch.device,
     *,
     seed: int,
-    gpu_memory_utilization: float,
+    gpu_fraction: float,
+    own_copy: bool,
+    max_new_tokens: int | None = None,
+    distributed: bool = True,
 ) -> RolloutEngine:
     """The rollout engine named by backend.rollout for `role` (checkpoint + mode).
 
-    hf samples from `model` itself (required); vllm starts its own engine from the checkpoint
-    (`model` unused) and follows the trainer's weights through sync_weights.
+    hf samples `model` itself, or with `own_copy` its own copy in backend.dtype synced from it (the
+    trainer's float32 masters, sharded or not); vllm starts its own engine from the checkpoint (`model`
+    unused) and follows the trainer's weights through sync_weights. `max_new_tokens` sizes a vLLM
+    engine's max_model_len (default: the training cap); `distributed` False keeps a vLLM engine out of
+    the trainer's world (the evaluation after training runs on one rank).
     """
-    stops = stop_token_ids(role.mode, tokenizer)
+    rule = stop_rule(role.mode, tokenizer)
     if config.backend.rollout == "hf":
         from gropd.rollout.hf import HFRollout
 
         if model is None:
             raise ValueError("backend.rollout=hf samples from a loaded model; none was given")
-        return HFRollout(model, stops, tokenizer.pad_token_id, device)
+        decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
+        engine_dtype = DTYPES[config.backend.dtype] if own_copy else None
+        return HFRollout(model, rule, decode, tokenizer.pad_token_id, device, engine_dtype)
     if config.backend.rollout == "vllm":
         from gropd.rollout.vllm import VLLMRollout
 
@@ -141,12 +161,13 @@ def build_rollout(
             revision=role.ref.revision,
             tensor_parallel=config.backend.tensor_parallel,
             dtype=config.backend.dtype,
-            gpu_memory_utilization=gpu_memory_utilization,
+            gpu_memory_utilization=gpu_fraction,
             enable_sleep_mode=False,
             seed=seed,
-            max_model_len=None,
-            stop_token_ids=stops,
+            max_model_len=max_model_len(config, max_new_tokens or config.sampling.max_new_tokens),
+            rule=rule,
             tokenizer=role.ref.tokenizer_path,
+            distributed=distributed,
         )
     raise ValueError(f"unknown rollout backend {config.backend.rollout!r}; valid: hf, vllm")
 

@@ -9,8 +9,7 @@ from eval.runner import evaluate_model
 from eval.suites import Question, SuiteSpec, load_questions, load_suite_manifest
 from gropd.checkpoints import CheckpointRef, checkpoint_ref, load_model, load_tokenizer
 from gropd.components import PromptRenderer, Role, build_rollout, resolve_device
-from gropd.config.errors import ConfigError
-from gropd.config.lock import read_lock
+from gropd.config.lock import dataset_revision, read_lock
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
 from gropd.rollout.base import RolloutEngine, SamplingSettings
@@ -46,19 +45,13 @@ def suites_for(config: RunConfig, manifests: Manifests) -> dict[str, tuple[Suite
 def _dataset_revision(spec: SuiteSpec, lock: dict[str, Any], config: RunConfig, manifests: Manifests) -> str | None:
     if spec.local_jsonl or spec.source.kind != "hub":
         return None
-    pinned = (lock.get("datasets") or {}).get(spec.source.repo)
-    if pinned is None and config.profile == "paper":
-        raise ConfigError(
-            str(manifests.root / "lock.yaml"),
-            f"datasets.{spec.source.repo}",
-            "not pinned",
-            "a full revision: run `./reproduce.sh pin` first",
-        )
-    return pinned["full"] if pinned else None
+    lock_path = manifests.root / "lock.yaml"
+    return dataset_revision(lock, spec.source.repo, spec.source.revision, lock_path, config.profile == "paper")
 
 
 def build_eval_engine(config: RunConfig, ref: CheckpointRef, mode: str, tokenizer: Any) -> RolloutEngine:
-    """The run's rollout backend on the model under test (hf loads it here; vllm loads it itself)."""
+    """The run's rollout backend on the model under test (hf loads it here; vllm loads it itself), in one
+    process: the evaluation after training runs on rank 0 alone."""
     device = resolve_device(config.backend.device)
     model = load_model(ref, device, config.backend.dtype).eval() if config.backend.rollout == "hf" else None
     return build_rollout(
@@ -68,7 +61,10 @@ def build_eval_engine(config: RunConfig, ref: CheckpointRef, mode: str, tokenize
         tokenizer,
         device,
         seed=config.eval.seed,
-        gpu_memory_utilization=0.85,
+        gpu_fraction=config.backend.eval_gpu_fraction,
+        own_copy=False,
+        max_new_tokens=config.eval.sampling[mode].max_new_tokens,
+        distributed=False,
     )
 
 

@@ -8,12 +8,13 @@ T = the longest response, right-padded, and `mask` 1 on real response tokens.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from accelerate.utils import extract_model_from_parallel
+from transformers import DynamicCache
 
 from gropd.chunked_logprobs import token_logprobs
 
@@ -68,7 +69,7 @@ def response_logprobs(
     if width < 1:
         raise ValueError("every row needs a prompt token: y_0 is predicted from the last prompt position")
     real = batch.response_mask.bool()  # [B, T]
-    with _head_scores_tokens(model, real, batch.response_ids[real], temperature, with_entropy):
+    with _head_scores_tokens(model, lambda hidden: hidden[real], batch.response_ids[real], temperature, with_entropy):
         scores = model(
             input_ids=batch.input_ids,
             attention_mask=batch.attention_mask,
@@ -80,12 +81,108 @@ def response_logprobs(
     return chosen, zeros.masked_scatter(real, scores[:, 1]) if with_entropy else None
 
 
+def shared_prompt_logprobs(
+    model: torch.nn.Module,
+    prompts: list[list[int]],
+    prompt_of_row: list[int],
+    response_ids: list[list[int]],
+    pad_id: int,
+    device: torch.device,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`response_logprobs` of rows whose prompts repeat (a group's G responses), each distinct prompt
+    forwarded once: row r answers `prompts[prompt_of_row[r]]`; outputs `[R, T]` as response_logprobs.
+
+    Pass 1 runs the P distinct prompts (left-padded to W) and keeps their KV cache; its last position
+    predicts y_0 of every row. The cache is then gathered to the R rows (differentiable, so the prompt's
+    gradient sums over its rows) and pass 2 runs y_0..y_{T-2}, whose outputs predict y_1..y_{T-1}. Same
+    numbers as one packed forward per row, up to float order; the prompt's tokens cost P, not R, forwards.
+    """
+    if not prompts or min(len(p) for p in prompts) < 1:
+        raise ValueError("every row needs a prompt token: y_0 is predicted from the last prompt position")
+    width = max(len(p) for p in prompts)
+    prompt_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    prompt_input = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts], device=device)
+    length = max(2, max(len(r) for r in response_ids))  # >= 2: pass 2 below has at least one column
+    responses = torch.tensor([list(r) + [pad_id] * (length - len(r)) for r in response_ids], device=device)
+    real = torch.tensor([[1] * len(r) + [0] * (length - len(r)) for r in response_ids], device=device).bool()
+    of_row = torch.tensor(prompt_of_row, device=device)
+    first = real[:, 0]
+    cache = DynamicCache()
+    chosen = torch.zeros(real.shape, dtype=torch.float32, device=device)
+    entropy = torch.zeros_like(chosen) if with_entropy else None
+    with _head_scores_tokens(model, lambda h: h[:, -1][of_row][first], responses[first, 0], temperature, with_entropy):
+        head = model(
+            input_ids=prompt_input,
+            attention_mask=prompt_mask,
+            position_ids=(prompt_mask.cumsum(1) - 1).clamp(min=0),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        ).logits
+    chosen = _scatter_column(chosen, first, 0, head[:, 0])
+    entropy = None if entropy is None else _scatter_column(entropy, first, 0, head[:, 1])
+    rest = real[:, 1:]  # pass 2 always runs (at least one column): every rank makes the same model calls
+    cache.batch_select_indices(of_row)
+    mask = torch.cat([prompt_mask[of_row], real[:, :-1].long()], dim=1)
+    start = prompt_mask.sum(1)[of_row]
+    with _head_scores_tokens(model, lambda h: h[rest], responses[:, 1:][rest], temperature, with_entropy):
+        tail = model(
+            input_ids=responses[:, :-1],
+            attention_mask=mask,
+            position_ids=start[:, None] + torch.arange(length - 1, device=device),
+            past_key_values=cache,
+            use_cache=True,
+        ).logits
+    chosen = torch.cat([chosen[:, :1], torch.zeros_like(chosen[:, 1:]).masked_scatter(rest, tail[:, 0])], dim=1)
+    if entropy is not None:
+        entropy = torch.cat([entropy[:, :1], torch.zeros_like(entropy[:, 1:]).masked_scatter(rest, tail[:, 1])], 1)
+    width = max(1, max(len(r) for r in response_ids))
+    return chosen[:, :width], None if entropy is None else entropy[:, :width]
+
+
+def rows_logprobs(
+    model: torch.nn.Module,
+    prompt_ids: list[list[int]],
+    response_ids: list[list[int]],
+    rows: list[int],
+    pad_id: int,
+    device: torch.device,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    share_prompts: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (and entropies) `[len(rows), T]` of batch rows `rows` in one forward: packed rows
+    (response_logprobs, one model call), or with `share_prompts` each distinct prompt once
+    (shared_prompt_logprobs, two model calls)."""
+    prompts, responses = [prompt_ids[r] for r in rows], [response_ids[r] for r in rows]
+    if not share_prompts:
+        return response_logprobs(model, pack(prompts, responses, pad_id, device), temperature, with_entropy)
+    distinct: dict[tuple[int, ...], int] = {}
+    of_row = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+    return shared_prompt_logprobs(
+        model, [list(p) for p in distinct], of_row, responses, pad_id, device, temperature, with_entropy
+    )
+
+
+def _scatter_column(out: torch.Tensor, rows: torch.Tensor, column: int, values: torch.Tensor) -> torch.Tensor:
+    """`out` `[R, T]` with `values` written at (rows, column), out of place (gradients flow to `values`)."""
+    part = torch.zeros_like(out[:, column]).masked_scatter(rows, values)
+    return torch.cat([out[:, :column], part[:, None], out[:, column + 1 :]], dim=1)
+
+
 @contextmanager
 def _head_scores_tokens(
-    model: torch.nn.Module, real: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool
+    model: torch.nn.Module,
+    select: Callable[[torch.Tensor], torch.Tensor],
+    targets: torch.Tensor,
+    temperature: float,
+    with_entropy: bool,
 ) -> Iterator[None]:
     """While inside, the model's LM head maps hidden states `[B, T, H]` to `[N, 1]` (log π of
-    `targets`, N = real.sum()) or `[N, 2]` (and the entropy) instead of logits `[B, T, V]`.
+    `targets` `[N]` at the N hidden states `select(hidden)` `[N, H]`) or `[N, 2]` (and the entropy)
+    instead of logits `[B, T, V]`.
 
     The head is swapped inside the model's own forward, so wrappers (DDP, FSDP2) still
     gather and reduce its weight as usual.
@@ -95,8 +192,8 @@ def _head_scores_tokens(
         raise TypeError(f"response_logprobs needs a linear LM head, got {type(head).__name__}")
 
     def scores(hidden: torch.Tensor) -> torch.Tensor:
-        chosen, entropy = token_logprobs(hidden[real], head.weight, head.bias, targets, temperature, with_entropy)
-        return torch.stack([chosen, entropy], dim=-1) if with_entropy else chosen[:, None]
+        chosen, entropy = token_logprobs(select(hidden), head.weight, head.bias, targets, temperature, with_entropy)
+        return torch.stack([chosen, entropy] if with_entropy else [chosen], dim=-1)  # new tensors, not views (FSDP2)
 
     own = head.__dict__.get("forward")
     head.forward = scores
@@ -107,45 +204,3 @@ def _head_scores_tokens(
             del head.forward
         else:
             head.forward = own
-
-
-def token_budget_slices(prompt_ids: list[list[int]], response_ids: list[list[int]], max_tokens: int) -> list[slice]:
-    """Consecutive rows, in order, grouped so that rows x (longest prompt + longest response)
-    stays within `max_tokens`; a row longer than the budget on its own forms its own group."""
-    if max_tokens < 1:
-        raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
-    slices, start, width, length = [], 0, 0, 1
-    for row, (prompt, response) in enumerate(zip(prompt_ids, response_ids, strict=True)):
-        wider, longer = max(width, len(prompt)), max(length, len(response))
-        if row > start and (row - start + 1) * (wider + longer) > max_tokens:
-            slices.append(slice(start, row))
-            start, wider, longer = row, len(prompt), max(1, len(response))
-        width, length = wider, longer
-    if prompt_ids:
-        slices.append(slice(start, len(prompt_ids)))
-    return slices
-
-
-def budgeted_response_logprobs(
-    model: torch.nn.Module,
-    prompt_ids: list[list[int]],
-    response_ids: list[list[int]],
-    pad_id: int,
-    device: torch.device,
-    max_tokens: int,
-    temperature: float = 1.0,
-    with_entropy: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`response_logprobs` of all rows `[B, T]` (T = the longest response), one forward per
-    `token_budget_slices` group, each packed on its own."""
-    length = max(1, max((len(r) for r in response_ids), default=0))
-    chosen = torch.zeros(len(response_ids), length, device=device)
-    entropy = torch.zeros_like(chosen) if with_entropy else None
-    for rows in token_budget_slices(prompt_ids, response_ids, max_tokens):
-        part, part_entropy = response_logprobs(
-            model, pack(prompt_ids[rows], response_ids[rows], pad_id, device), temperature, with_entropy
-        )
-        chosen[rows, : part.shape[1]] = part
-        if entropy is not None:
-            entropy[rows, : part.shape[1]] = part_entropy
-    return chosen, entropy

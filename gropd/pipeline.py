@@ -17,7 +17,7 @@ from gropd.checkpoints import checkpoint_identity
 from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_yaml, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid, write_run_file
 from gropd.run_dir import DONE, RunDir
-from gropd.run_session import run_session
+from gropd.run_session import Ranks, run_session
 from gropd.tracking import check_backends, log_evaluation
 from gropd.twins import copy_twin, find_twin
 
@@ -125,10 +125,19 @@ def planned_state(config: RunConfig, results_root: Path, manifests: Manifests, f
 
 def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: bool = False) -> dict[str, Any]:
     """Bring one run to `finished` or `collapsed`; returns its status. `force` deletes the run's
-    directory first, unread (so it also redoes a run whose files are broken)."""
-    if force:
+    directory first, unread (so it also redoes a run whose files are broken).
+
+    Launched as several ranks (`accelerate launch`), every rank decides from the same reading of the
+    run's files (all read, then meet, before rank 0 writes anything), every rank trains, and only rank 0
+    writes the run's files and evaluates, once training has ended on every rank (the other ranks then
+    return: on a GPU node they free their devices for the evaluation engine).
+    """
+    ranks = Ranks.of(config)
+    if force and ranks.main:
         shutil.rmtree(results_root / config.profile / config.run_id, ignore_errors=True)
+    ranks.meet()
     run_dir, state = run_state(config, results_root, manifests)
+    ranks.meet()
     if state in DONE:
         print(f"[{config.run_id}] already {state}; nothing to do (--force redoes it)", file=sys.stderr)
         return run_dir.read_status() or {}
@@ -145,24 +154,31 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
         print(
             f"[{config.run_id}] same settings as finished run {twin.root.name}: its results are copied", file=sys.stderr
         )
-        return copy_twin(twin, run_dir, config, identity(config, manifests))
-    open_run_dir(config, manifests, run_dir)
+        status = copy_twin(twin, run_dir, config, identity(config, manifests)) if ranks.main else {}
+        ranks.meet()
+        return run_dir.read_status() or status
+    if ranks.main:
+        open_run_dir(config, manifests, run_dir)
+    ranks.meet()
     with run_session(run_dir) as status:
         if config.kind == "train" and status["status"] == "running":
             from gropd.training_run import train_run
 
-            status = run_dir.update_status(**train_run(config, manifests, run_dir))
+            ended = train_run(config, manifests, run_dir)  # ends every rank's process group
+            status = run_dir.update_status(**ended) if ranks.main else {**status, **ended}
         if config.kind == "score" and status["status"] == "running":
             from gropd.scoring_run import score_run
 
-            return run_dir.update_status(**score_run(config, manifests, run_dir))
+            scored = score_run(config, manifests, run_dir)
+            return run_dir.update_status(**scored) if ranks.main else {**status, **scored}
+        if not ranks.main:
+            print(f"[{config.run_id}] rank {ranks.rank}: training done; rank 0 evaluates", file=sys.stderr)
+            return status
         if status["status"] in ("trained", "running"):
             from gropd.evaluation import evaluate_run
-            from gropd.training_run import make_accelerator
 
             summary = evaluate_run(config, manifests, run_dir)
-            accelerator = make_accelerator(config, run_dir.root)
-            log_evaluation(accelerator, config, run_dir.root, summary, step=status.get("step", 0) + 1)
+            log_evaluation(config, run_dir.root, summary, step=status.get("step", 0) + 1)
             status = run_dir.update_status(status="finished")
     return status
 

@@ -6,11 +6,14 @@ import random
 from typing import Any
 
 from eval.suites import Question
+from gropd.config.lock import dataset_revision, read_lock
+from gropd.config.manifests import Manifests
 
 
-def load_prompt_pool(source: dict[str, Any], profile: str) -> list[Question]:
+def load_prompt_pool(source: dict[str, Any], profile: str, manifests: Manifests) -> list[Question]:
     """The training questions: the tiny world's pool (`per_task` questions of each of `tasks`,
-    default all, from `seed`; disjoint from every eval question), or a Hub source (suites.yaml's record form)."""
+    default all, from `seed`; disjoint from every eval question), or a Hub source (suites.yaml's record
+    form) at the revision experiments/lock.yaml pins for it (required in the paper profile: `pin`)."""
     if source.get("kind") == "tiny":
         from gropd.tiny.tasks import TASKS, train_questions
 
@@ -20,7 +23,11 @@ def load_prompt_pool(source: dict[str, Any], profile: str) -> list[Question]:
     from eval.suites import SuiteSpec, load_questions
 
     spec = SuiteSpec(name=f"{profile}-train-prompts", title="training prompts", k=1, version=1, source=source)
-    return load_questions(spec)
+    lock_path = manifests.root / "lock.yaml"
+    revision = dataset_revision(
+        read_lock(lock_path), spec.source.repo, spec.source.revision, lock_path, profile == "paper"
+    )
+    return load_questions(spec, revision=revision)
 
 
 class PromptSampler:

@@ -24,6 +24,7 @@ import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,39 @@ STALE_AFTER_S = 30 * 60
 
 
 def is_main_process() -> bool:
-    """Rank 0 (or no launcher): the one process of a run that writes its session fields."""
+    """Rank 0 (or no launcher): the one process of a run that writes its files and evaluates it."""
     return os.environ.get("RANK", "0") == "0"
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """The processes of one run as a launcher started them (RANK, WORLD_SIZE): rank 0 writes the run's
+    files; `meet()` is a barrier of all of them (nothing with one process)."""
+
+    rank: int
+    world: int
+    device: str
+
+    @staticmethod
+    def of(config: Any) -> Ranks:
+        """This process's rank and world, from the launcher's environment (accelerate launch, torchrun)."""
+        import torch
+
+        cpu = config.backend.device == "cpu" or (config.backend.device == "auto" and not torch.cuda.is_available())
+        return Ranks(int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), "cpu" if cpu else "cuda")
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def meet(self) -> None:
+        """Wait until every rank is here. The process group is accelerate's own (PartialState: the one the
+        run's Accelerator then uses), made with the run's device so gloo serves a CPU run."""
+        if self.world == 1:
+            return
+        from accelerate import PartialState
+
+        PartialState(cpu=self.device == "cpu").wait_for_everyone()
 
 
 @contextmanager

@@ -32,7 +32,7 @@ def score_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
     try:
         for step in range(1, config.train.steps + 1):
             questions = local_questions(sampler, config, step, accelerator)
-            rollout = collect_rollout(ctx, config, questions, step_seed(config.seed, step, rank))
+            rollout = collect_rollout(ctx, config, questions, step_seed(config.seed, step, rank), step)
             rewards = grade_rollout(ctx, config, rollout)
             dump_rollout(rollout, dump_path(ctx.dump_dir, step, rank), rewards, config.train.group_size)
             record = {

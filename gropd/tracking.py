@@ -88,18 +88,28 @@ def summary_scalars(summary: dict[str, Any]) -> dict[str, float]:
     return values
 
 
-def log_evaluation(accelerator: Accelerator, config: RunConfig, run_root: Path, summary: dict, step: int) -> None:
+def log_evaluation(config: RunConfig, run_root: Path, summary: dict, step: int) -> None:
     """The evaluation summary at `step` in its own short tracker session (the hyper-parameters too for an
-    evaluation-only run, which has no training session)."""
+    evaluation-only run, which has no training session). The trackers are opened directly, not through
+    an Accelerator: the evaluation runs on rank 0 alone, after training has ended every rank's group."""
     if not config.tracking.backends:
         return
-    accelerator.init_trackers(
-        config.tracking.project,
-        config=hyperparameters(config) if config.kind == "eval" else None,
-        init_kwargs=_init_kwargs(config, run_root, purge_step=None),
-    )
-    accelerator.log(summary_scalars(summary), step=step)
-    accelerator.end_training()
+    from accelerate.tracking import LOGGER_TYPE_TO_CLASS
+
+    kwargs = _init_kwargs(config, run_root, purge_step=None)
+    for name in config.tracking.backends:
+        kind = LOGGER_TYPE_TO_CLASS[name]
+        args = (
+            (config.tracking.project, str(run_root / TRACKING_DIR))
+            if kind.requires_logging_directory
+            else (config.tracking.project,)
+        )
+        tracker = kind(*args, **kwargs.get(name, {}))
+        tracker.start()
+        if config.kind == "eval":
+            tracker.store_init_configuration(hyperparameters(config))
+        tracker.log(summary_scalars(summary), step=step)
+        tracker.finish()
 
 
 def _init_kwargs(config: RunConfig, run_root: Path, purge_step: int | None) -> dict[str, dict[str, Any]]:

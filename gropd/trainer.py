@@ -4,7 +4,16 @@ One loop for GR-OPD, vanilla OPD and the raw score (`method` picks the credit ru
 profiles; a scoring pass (gropd/scoring_run.py) reuses the rollout, grading and dump steps.
 Data parallelism: each of the accelerate processes takes an equal share of the prompts
 (whole groups) and of every optimisation minibatch; the loss is weighted so the summed
-gradient equals that of the full minibatch on one process (Table 3 holds exactly).
+gradient equals that of the full minibatch on one process (Table 3 holds exactly). Forwards
+are planned per rank (gropd/forward_batches.py) and evened out to the busiest rank's count,
+so FSDP's collectives stay in step whatever the response lengths.
+
+π_S,old (`backend.old_logprobs`): `recompute` runs the trainer's own no-grad forward over the
+rollout (the sampler may be another engine or dtype: vLLM, a bf16 copy); `sampler` takes the
+log-probs the sampler reports, allowed only when it samples the trained weights themselves
+(one float32 process: the same numbers up to float order). Either way `sampler_logprob_gap`
+logs the mean |recompute − sampler| on the steps that have both (every step under recompute;
+under sampler, step 1 and every checkpoint step, whose extra forward costs little).
 Deviation from the paper: none known; values the paper does not state come from YAML.
 """
 
@@ -25,7 +34,8 @@ from eval.grading import Grader
 from eval.suites import Question
 from gropd.atomic import atomic_write_with
 from gropd.credit import pressure, token_advantages, token_feedback, trajectory_scores
-from gropd.logprobs import PackedBatch, budgeted_response_logprobs, pack, response_logprobs
+from gropd.forward_batches import even_out, no_grad_logprobs, plan_forwards
+from gropd.logprobs import PackedBatch, pack, rows_logprobs
 from gropd.loss import clipped_policy_loss
 from gropd.rollout.base import RolloutBatch, RolloutEngine, SamplingSettings
 from gropd.teacher.base import TeacherScorer
@@ -46,6 +56,8 @@ class Rollout:
     scores: torch.Tensor  # S_i, [B]
     degenerate_groups: int
     seconds: dict[str, float]
+    sampler_gap: float | None = None  # Σ |recompute − sampler| over response tokens, where both exist
+    forwards: int | None = None  # this rank's planned forwards of the π_S,old recompute (before even_out)
 
 
 @dataclass
@@ -65,13 +77,27 @@ class StepContext:
     grader: Grader  # built with thinking = (student mode is think)
     dump_dir: Path | None = None  # where dump_steps' tensors go (dump_path: batches/step_<N>_rank<R>.pt)
 
+    def busiest(self, count: int) -> int:
+        """The largest `count` over the data-parallel ranks (every rank calls it: a collective)."""
+        if self.accelerator.num_processes == 1:
+            return count
+        local = torch.tensor(count, device=self.accelerator.device)
+        return int(self.accelerator.reduce(local, reduction="max"))
+
+    def mean_over_ranks(self, values: dict[str, float]) -> dict[str, float]:
+        """Each value averaged over the data-parallel ranks (a collective)."""
+        if self.accelerator.num_processes == 1:
+            return values
+        local = torch.tensor(list(values.values()), dtype=torch.float64, device=self.accelerator.device)
+        return dict(zip(values, self.accelerator.reduce(local, reduction="mean").tolist(), strict=True))
+
 
 def step_seed(seed: int, step: int, rank: int) -> int:
     """The sampling seed of one rollout batch: a function of (seed, step, rank) only, so resumes replay."""
     return (seed * 1_000_003 + step * 9_176 + rank * 131) % (2**31 - 1)
 
 
-def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: int) -> Rollout:
+def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: int, step: int = 1) -> Rollout:
     """Sample G responses per prompt, score them under the teacher, and compute f, S and A
     (A by `config.method`'s credit rule; None when the run has no method, as a scoring pass)."""
     G, device = config.train.group_size, ctx.accelerator.device
@@ -84,19 +110,9 @@ def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: i
     teacher_rows = ctx.teacher.score(teacher_prompts, batch.response_ids)
     t2 = time.perf_counter()
     packed = pack(batch.prompt_ids, batch.response_ids, ctx.pad_id, device)
-    with torch.no_grad():
-        logp_old, entropy = budgeted_response_logprobs(
-            ctx.model,
-            batch.prompt_ids,
-            batch.response_ids,
-            ctx.pad_id,
-            device,
-            config.backend.max_tokens_per_forward,
-            config.sampling.temperature,
-            with_entropy=True,
-        )
     width = packed.response_ids.shape[1]
-    teacher_logp = torch.tensor([row + [0.0] * (width - len(row)) for row in teacher_rows], device=device)
+    logp_old, entropy, gap, forwards = old_logprobs(ctx, config, batch, width, step)
+    teacher_logp = rows_tensor(teacher_rows, width, device)
     mask = packed.response_mask
     f = token_feedback(teacher_logp, logp_old, mask)
     g = config.gropd
@@ -128,7 +144,47 @@ def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: i
         scores,
         stats["degenerate_groups"],
         seconds,
+        gap,
+        forwards,
     )
+
+
+def rows_tensor(rows: list[list[float]], width: int, device: torch.device) -> torch.Tensor:
+    """Ragged per-token rows as `[B, width]`, right-padded with 0."""
+    return torch.tensor([row + [0.0] * (width - len(row)) for row in rows], device=device)
+
+
+def old_logprobs(
+    ctx: StepContext, config, batch: RolloutBatch, width: int, step: int
+) -> tuple[torch.Tensor, torch.Tensor, float | None, int | None]:
+    """(π_S,old `[B, T]`, entropy `[B, T]`, Σ |recompute − sampler| or None, this rank's planned recompute
+    forwards or None) by `backend.old_logprobs` (module docstring)."""
+    device, b = ctx.accelerator.device, config.backend
+    use_sampler = b.old_logprobs == "sampler"
+    check = not use_sampler or step == 1 or step % config.train.checkpoint_every == 0
+    recomputed, planned = None, []
+    if check:
+        recomputed = no_grad_logprobs(
+            ctx.model,
+            batch.prompt_ids,
+            batch.response_ids,
+            ctx.pad_id,
+            device,
+            b.max_tokens_per_forward,
+            config.sampling.temperature,
+            with_entropy=True,
+            share_prompts=b.share_prompt_forward,
+            forwards=lambda count: planned.append(count) or ctx.busiest(count),
+        )
+    sampler = None if batch.sampler_logprobs is None else rows_tensor(batch.sampler_logprobs, width, device)
+    gap = None
+    if recomputed is not None and sampler is not None:
+        mask = rows_tensor([[1.0] * len(r) for r in batch.response_ids], width, device)
+        gap = float(((recomputed[0][:, :width] - sampler).abs() * mask).sum())
+    forwards = planned[0] if planned else None
+    if use_sampler:
+        return sampler, rows_tensor(batch.sampler_entropy, width, device), gap, forwards
+    return recomputed[0][:, :width], recomputed[1][:, :width], gap, forwards
 
 
 def _minibatch_weight(
@@ -156,45 +212,63 @@ def assign_prompts(count: int, seed: int, rank: int, world: int) -> list[int]:
 
 
 def update_policy(ctx: StepContext, config, rollout: Rollout) -> dict[str, float]:
-    """Clipped updates over minibatches (consecutive local rows; see assign_prompts), with
-    gradient accumulation over micro-batches of per_device_batch responses."""
-    t = config.train
-    B = rollout.packed.response_ids.shape[0]
+    """Clipped updates over minibatches (consecutive local rows; see assign_prompts), with gradient
+    accumulation over the minibatch's forwards (plan_forwards: at most per_device_batch responses and
+    backend.max_tokens_per_forward packed tokens each, as many on every rank: even_out)."""
+    t, b = config.train, config.backend
+    prompts, responses = rollout.batch.prompt_ids, rollout.batch.response_ids
+    B = len(responses)
     local_minibatch = t.minibatch_responses // ctx.accelerator.num_processes
     mask = rollout.packed.response_mask.cpu()
     sums: dict[str, list[float]] = {"loss": [], "clip_frac": [], "approx_kl": [], "ratio_mean": [], "grad_norm": []}
     ctx.model.train()
     for start in range(0, B, local_minibatch):
-        minibatch = torch.arange(start, min(start + local_minibatch, B))
-        for micro_start in range(0, len(minibatch), t.per_device_batch):
-            rows = minibatch[micro_start : micro_start + t.per_device_batch]
-            packed = pack(
-                [rollout.batch.prompt_ids[i] for i in rows],
-                [rollout.batch.response_ids[i] for i in rows],
+        minibatch = list(range(start, min(start + local_minibatch, B)))
+        local = [
+            [minibatch[i] for i in rows]
+            for rows in plan_forwards(
+                [prompts[r] for r in minibatch],
+                [responses[r] for r in minibatch],
+                b.max_tokens_per_forward,
+                t.per_device_batch,
+                b.share_prompt_forward,
+            )
+        ]
+        for rows in even_out(local, ctx.busiest(len(local))):
+            logp_new, _ = rows_logprobs(
+                ctx.model,
+                prompts,
+                responses,
+                rows or [minibatch[0]],
                 ctx.pad_id,
                 ctx.accelerator.device,
+                config.sampling.temperature,
+                share_prompts=b.share_prompt_forward,
             )
-            width = packed.response_ids.shape[1]
-            logp_new, _ = response_logprobs(ctx.model, packed, config.sampling.temperature)
+            index = torch.tensor(rows or [minibatch[0]])
+            width = logp_new.shape[1]
+            row_mask = rollout.packed.response_mask[index, :width]
             loss, stats = clipped_policy_loss(
                 logp_new,
-                rollout.logp_old[rows, :width],
-                rollout.advantages[rows, :width],
-                packed.response_mask,
+                rollout.logp_old[index, :width],
+                rollout.advantages[index, :width],
+                row_mask,
                 t.clip_low,
                 t.clip_high,
                 t.agg,
             )
-            ctx.accelerator.backward(loss * _minibatch_weight(rows, mask, minibatch, t.agg, ctx.accelerator))
-            for key in ("clip_frac", "approx_kl", "ratio_mean"):
-                sums[key].append(float(stats[key]))
-            sums["loss"].append(float(loss.detach()))
+            weight = _minibatch_weight(index, mask, torch.tensor(minibatch), t.agg, ctx.accelerator) if rows else 0.0
+            ctx.accelerator.backward(loss * weight)
+            if rows:
+                for key in ("clip_frac", "approx_kl", "ratio_mean"):
+                    sums[key].append(float(stats[key]))
+                sums["loss"].append(float(loss.detach()))
         grad_norm = ctx.accelerator.clip_grad_norm_(ctx.model.parameters(), t.max_grad_norm)
         sums["grad_norm"].append(float(grad_norm))
         ctx.optimizer.step()
         ctx.scheduler.step()
         ctx.optimizer.zero_grad(set_to_none=True)
-    return {key: sum(values) / len(values) for key, values in sums.items()}
+    return ctx.mean_over_ranks({key: sum(values) / len(values) for key, values in sums.items()})
 
 
 def grade_rollout(ctx: StepContext, config, rollout: Rollout) -> list[float]:
@@ -221,7 +295,8 @@ def rollout_metrics(ctx: StepContext, config, rollout: Rollout, rewards: list[fl
         "entropy_sum": float(rollout.entropy.sum()),
         "adv_abs_sum": None if rollout.advantages is None else float((rollout.advantages.abs() * mask).sum()),
         "degenerate": rollout.degenerate_groups,
-        "gap_sum": sampler_gap_sum(rollout),
+        "gap_sum": rollout.sampler_gap,
+        "forwards": rollout.forwards,
     }
     parts = gather_object([local])
     joined = {
@@ -246,24 +321,15 @@ def rollout_metrics(ctx: StepContext, config, rollout: Rollout, rewards: list[fl
         "entropy": sum(joined["entropy_sum"]) / tokens,
         "mean_advantage_abs": None if None in joined["adv_abs_sum"] else sum(joined["adv_abs_sum"]) / tokens,
         "sampler_logprob_gap": None if None in joined["gap_sum"] else sum(joined["gap_sum"]) / tokens,
+        "logprob_forwards_min": None if None in joined["forwards"] else min(joined["forwards"]),
+        "logprob_forwards_max": None if None in joined["forwards"] else max(joined["forwards"]),
     }
-
-
-def sampler_gap_sum(rollout: Rollout) -> float | None:
-    """Σ |logp_old − the rollout engine's own log-prob| over response tokens (None when the engine
-    reports none): a precision or weight-sync mismatch between engine and trainer shows up here."""
-    if rollout.batch.sampler_logprobs is None:
-        return None
-    width = rollout.logp_old.shape[1]
-    rows = [row + [0.0] * (width - len(row)) for row in rollout.batch.sampler_logprobs]
-    sampler = torch.tensor(rows, device=rollout.logp_old.device)
-    return float(((rollout.logp_old - sampler).abs() * rollout.packed.response_mask).sum())
 
 
 def train_step(ctx: StepContext, config, questions: list[Question], step: int) -> dict[str, Any]:
     """One rollout batch end to end; returns its metrics record."""
     rank = ctx.accelerator.process_index
-    rollout = collect_rollout(ctx, config, questions, step_seed(config.seed, step, rank))
+    rollout = collect_rollout(ctx, config, questions, step_seed(config.seed, step, rank), step)
     rewards = grade_rollout(ctx, config, rollout)
     if step in config.train.dump_steps and ctx.dump_dir is not None:
         dump_rollout(rollout, dump_path(ctx.dump_dir, step, rank), rewards, config.train.group_size)

@@ -9,21 +9,26 @@ the checkpoint's step before the loop goes on.
 
 from __future__ import annotations
 
+import copy
 import json
+import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
 import torch
-from accelerate import Accelerator
-from accelerate.utils import set_seed
+from accelerate import Accelerator, FullyShardedDataParallelPlugin, PartialState
+from accelerate.state import AcceleratorState, GradientState
+from accelerate.utils import DistributedType, broadcast_object_list, set_seed
 
 from eval.grading import Grader
 from eval.suites import Question
 from gropd import tracking
+from gropd.checkpoints import DTYPES
 from gropd.collapse import collapse_reason
 from gropd.components import PromptRenderer, build_rollout, build_teacher, load_student, pairing_roles
+from gropd.config.errors import ConfigError
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
 from gropd.prompts import PromptSampler, load_prompt_pool
@@ -31,14 +36,68 @@ from gropd.run_dir import RunDir, seal
 from gropd.schedule import lr_factor
 from gropd.trainer import StepContext, assign_prompts, print_progress, step_seed, train_step
 
+MIXED_PRECISION = {"float32": "no", "bfloat16": "bf16"}  # backend.dtype -> accelerate's mixed_precision
+
 
 def make_accelerator(config: RunConfig, run_root: Path) -> Accelerator:
-    """The run's Accelerator, with its trackers (config.tracking) writing under run_root/tracking."""
+    """The run's Accelerator, with its trackers (config.tracking) writing under run_root/tracking.
+
+    Precision comes from the run's config, not the launch config: the student is loaded in float32
+    (master weights and AdamW state) and computes in `backend.dtype`. Without FSDP accelerate wraps
+    the forward in autocast; under FSDP (`accelerate launch` with distributed_type FSDP) the FSDP2
+    policy keeps float32 shards, gathers bf16 parameters for compute and reduces gradients in
+    float32, and leaves outputs as computed (our log-probs are float32; accelerate's own default
+    would cast them to bf16). On a CPU accelerate does not apply FSDP at all (it runs MULTI_CPU/gloo);
+    fsdp_on_cpu makes it take its FSDP2 path there too, so the rehearsal runs the cluster's code.
+    """
     device = config.backend.device
     cpu = device == "cpu" or (device == "auto" and not torch.cuda.is_available())
     if config.backend.threads:
         torch.set_num_threads(config.backend.threads)
-    return Accelerator(cpu=cpu, mixed_precision="no", **tracking.accelerator_kwargs(config.tracking, run_root))
+    mixed = MIXED_PRECISION[config.backend.dtype]
+    launched = os.environ.get("ACCELERATE_MIXED_PRECISION")
+    if launched and launched != mixed:
+        print(
+            f"note: launch config mixed_precision {launched!r} ignored; the run's backend.dtype "
+            f"{config.backend.dtype} gives {mixed!r}",
+            file=sys.stderr,
+        )
+    plugin = fsdp_plugin(config.backend.dtype) if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" else None
+    # accelerate keeps one AcceleratorState per process, and refuses another precision once it is set; a grid
+    # runs its runs in one process, and they may differ in precision: each run's Accelerator starts afresh
+    # (the process group, in PartialState, stays)
+    AcceleratorState._reset_state()
+    GradientState._reset_state()
+    accelerator = Accelerator(
+        cpu=cpu, mixed_precision=mixed, fsdp_plugin=plugin, **tracking.accelerator_kwargs(config.tracking, run_root)
+    )
+    if plugin is not None and cpu:
+        fsdp_on_cpu(accelerator, plugin)
+    return accelerator
+
+
+def fsdp_plugin(dtype: str) -> FullyShardedDataParallelPlugin:
+    """The launch config's FSDP plugin (read from the FSDP_* variables accelerate launch sets) with our
+    mixed-precision policy: bf16 compute, float32 shards and gradient reduction, outputs uncast."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    plugin = FullyShardedDataParallelPlugin()
+    if dtype != "float32":
+        plugin.mixed_precision_policy = MixedPrecisionPolicy(param_dtype=DTYPES[dtype], reduce_dtype=torch.float32)
+    return plugin
+
+
+def fsdp_on_cpu(accelerator: Accelerator, plugin: FullyShardedDataParallelPlugin) -> None:
+    """Turn a CPU (MULTI_CPU, gloo) Accelerator into an FSDP one, as accelerate's state.py does for
+    GPUs (AcceleratorState._prepare_backend refuses FSDP off CUDA): the distributed type is set in the
+    shared PartialState too, which every later AcceleratorState() copies. Pinned accelerate 1.15.0."""
+    if accelerator.distributed_type != DistributedType.MULTI_CPU:
+        return  # one process: nothing to shard
+    accelerator.state.distributed_type = DistributedType.FSDP
+    PartialState._shared_state["distributed_type"] = DistributedType.FSDP
+    accelerator.state.fsdp_plugin = plugin
+    if not accelerator.is_fsdp2:
+        raise RuntimeError("accelerate did not take the FSDP2 path on the CPU (expected fsdp_version: 2)")
 
 
 def make_optimizer(config: RunConfig, model: torch.nn.Module):
@@ -74,11 +133,12 @@ def build_context(
 ) -> tuple[StepContext, PromptSampler]:
     set_seed(config.seed)
     student, teacher, render = pairing_roles(config, manifests)
-    model, tokenizer = load_student(student, teacher, accelerator.device, config.backend.dtype)
+    model, tokenizer = load_student(student, teacher, accelerator.device, "float32")  # float32 masters
     if config.backend.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     optimizer, scheduler = make_optimizer(config, model)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    own_copy = accelerator.num_processes > 1 or config.backend.dtype != "float32"
     engine = build_rollout(
         config,
         student,
@@ -86,8 +146,17 @@ def build_context(
         tokenizer,
         accelerator.device,
         seed=config.seed,
-        gpu_memory_utilization=0.3,
+        gpu_fraction=config.backend.rollout_gpu_fraction,
+        own_copy=own_copy,
     )
+    if config.backend.old_logprobs == "sampler" and not engine.samples_trained_weights:
+        raise ConfigError(
+            "run config",
+            "backend.old_logprobs",
+            f"'sampler', but the rollout engine ({config.backend.rollout}, {config.backend.dtype}, "
+            f"{accelerator.num_processes} process(es)) samples its own copy of the weights",
+            "recompute (the sampler's log-probs are π_S,old only when it runs the trained float32 weights)",
+        )
     scorer = build_teacher(config, teacher, accelerator.device, tokenizer.pad_token_id)
     instruction = config.prompt.instruction
     teacher_mode = teacher.mode if render == "own" else student.mode
@@ -105,7 +174,7 @@ def build_context(
         grader=Grader(thinking=student.mode == "think"),
         dump_dir=dump_dir,
     )
-    pool = load_prompt_pool(config.train.prompts.source, config.profile)
+    pool = load_prompt_pool(config.train.prompts.source, config.profile, manifests)
     return ctx, PromptSampler(pool, config.seed)
 
 
@@ -128,24 +197,28 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
             "(train.minibatch_responses / train.group_size must be a multiple of the process count)"
         )
     ctx, sampler = build_context(config, manifests, accelerator, run_dir.root / "batches")
+    if accelerator.is_main_process:
+        run_dir.update_status(processes=accelerator.num_processes)
     history, first = [], 1
     resume = run_dir.latest_checkpoint()
+    last = 0
     if resume:
-        step, path = resume
-        state = run_dir.read_checkpoint(step, path)
+        last, path = resume
+        state = run_dir.read_checkpoint(last, path)
         accelerator.load_state(str(path))
         sampler.load_state_dict(state["sampler"])
-        history, first = run_dir.truncate_metrics(step), step + 1
-        print(f"[{config.run_id}] resuming after step {step}", file=sys.stderr)
-    elif accelerator.is_main_process:
-        run_dir.truncate_metrics(0)
+        history, first = [r for r in run_dir.read_metrics() if r["step"] <= last], last + 1
+        print(f"[{config.run_id}] resuming after step {last}", file=sys.stderr)
+    accelerator.wait_for_everyone()  # every rank has read the run's files before rank 0 rewrites one
+    if accelerator.is_main_process:
+        run_dir.truncate_metrics(last)
     tracking.start(accelerator, config, run_dir.root, first_step=first)
     started, status = time.perf_counter(), {"status": "running", "reason": None}
     try:
         for step in range(first, config.train.steps + 1):
             record = train_step(ctx, config, local_questions(sampler, config, step, accelerator), step)
             history.append(record)
-            reason = collapse_reason(history, config.collapse)
+            reason = broadcast_object_list([collapse_reason(history, config.collapse)])[0]  # rank 0 decides
             if accelerator.is_main_process:
                 run_dir.append_metrics(record)
                 tracking.log_step(accelerator, record)
@@ -159,20 +232,28 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
     finally:
         ctx.grader.close()
     if status["status"] == "running":
-        save_final(accelerator, ctx, run_dir)
+        save_final(accelerator, ctx, run_dir, config.backend.dtype)
         status = {"status": "trained", "reason": None, "collapse_step": None}
-    accelerator.end_training()
+    accelerator.wait_for_everyone()
+    accelerator.end_training()  # closes the trackers and this run's process group
     return status
 
 
-def save_final(accelerator: Accelerator, ctx: StepContext, run_dir: RunDir) -> None:
-    """The final student as a transformers checkpoint (with its tokenizer) for the evaluation."""
+def save_final(accelerator: Accelerator, ctx: StepContext, run_dir: RunDir, dtype: str) -> None:
+    """The final student as a transformers checkpoint (with its tokenizer) for the evaluation, in the
+    compute dtype `dtype` (backend.dtype: what a user serves; the float32 masters stay in the last
+    checkpoint). Every rank gathers (get_state_dict is a collective); rank 0 writes."""
     accelerator.wait_for_everyone()
     state = accelerator.get_state_dict(ctx.model)
     if accelerator.is_main_process:
         tmp = run_dir.root / "final.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        accelerator.unwrap_model(ctx.model).save_pretrained(tmp, state_dict=state)
+        served = {name: tensor.to(DTYPES[dtype]) for name, tensor in state.items()}
+        model = accelerator.unwrap_model(ctx.model)
+        model.save_pretrained(tmp, state_dict=served)
+        config = copy.deepcopy(model.config)
+        config.dtype = dtype  # save_pretrained records the masters' float32; the tensors are `dtype`
+        config.save_pretrained(tmp)
         ctx.student_prompt.tokenizer.save_pretrained(tmp)
         seal(tmp)
         shutil.rmtree(run_dir.final, ignore_errors=True)

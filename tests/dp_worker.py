@@ -4,6 +4,9 @@
 the modes `ddp` (accelerate's prepare: DistributedDataParallel over gloo) and `fsdp2`
 (torch's fully_shard per decoder layer, parameters sharded over the 2 CPU processes) run
 the trainer's own `assign_prompts` and `update_policy`; rank 0 writes the weights to OUT.
+Mode `uneven` (fsdp2 sharding, a 20-second process-group timeout) runs the trainer's π_S,old
+recompute on 4 rows a rank, responses of 5 tokens on rank 0 and 20 on rank 1 with a 40-token
+budget, and writes each rank's log-probs to OUT.<rank>.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ PROMPTS, G, VOCAB = 8, 4, 20
 TRAIN = SimpleNamespace(
     minibatch_responses=16, per_device_batch=4, clip_low=0.2, clip_high=0.28, agg="token-mean", max_grad_norm=1.0
 )
-CONFIG = SimpleNamespace(train=TRAIN, sampling=SimpleNamespace(temperature=1.0))
+BACKEND = SimpleNamespace(max_tokens_per_forward=10**6, share_prompt_forward=False)
+CONFIG = SimpleNamespace(train=TRAIN, sampling=SimpleNamespace(temperature=1.0), backend=BACKEND)
 
 
 def synthetic_rollout(step: int, prompts_here: list[int], model, device) -> Rollout:
@@ -73,7 +77,37 @@ def build(mode: str, accelerator: Accelerator):
     return model, optimizer, scheduler
 
 
+def uneven(out: str) -> None:
+    """The π_S,old pass of gropd.trainer.old_logprobs on rows whose lengths differ between the ranks."""
+    from datetime import timedelta
+
+    from accelerate.utils import InitProcessGroupKwargs
+
+    from gropd.trainer import old_logprobs
+
+    accelerator = Accelerator(cpu=True, kwargs_handlers=[InitProcessGroupKwargs(timeout=timedelta(seconds=20))])
+    model, _, _ = build("fsdp2", accelerator)
+    length = 5 if accelerator.process_index == 0 else 20
+    prompts = [[1, 2, 3, 4, 5]] * 4
+    responses = [[(7 * row + t) % (VOCAB - 1) + 1 for t in range(length)] for row in range(4)]
+    batch = RolloutBatch(prompt_ids=prompts, response_ids=responses, finish_reasons=["stop"] * 4)
+    config = SimpleNamespace(
+        backend=SimpleNamespace(old_logprobs="recompute", max_tokens_per_forward=40, share_prompt_forward=False),
+        sampling=SimpleNamespace(temperature=1.0),
+        train=SimpleNamespace(checkpoint_every=1),
+    )
+    ctx = StepContext(accelerator, model, None, None, None, None, None, None, None, 0, None)
+    logp, entropy, _, planned = old_logprobs(ctx, config, batch, length, step=1)
+    torch.save(
+        {"logp": logp, "entropy": entropy, "planned": planned, "responses": responses},
+        f"{out}.{accelerator.process_index}",
+    )
+
+
 def main(out: str, mode: str) -> None:
+    if mode == "uneven":
+        uneven(out)
+        return
     accelerator = Accelerator(cpu=True)
     model, optimizer, scheduler = build(mode, accelerator)
     kind = type(model).__name__

@@ -168,3 +168,27 @@ def test_pin_writes_full_revisions_and_runs_check_them(experiments: Path) -> Non
     assert lock["models"]["Qwen/Qwen3-4B"]["short"] == "1cfa9a7"
     with pytest.raises(ConfigError, match="asks for '1cfa9a8'"):
         pinned_revision(lock, "Qwen/Qwen3-4B", "1cfa9a8", lock_path)
+
+
+def test_pin_locks_the_training_prompts_and_paper_runs_refuse_them_unpinned(experiments: Path, monkeypatch) -> None:
+    from gropd.config.lock import profile_prompt_source
+    from gropd.prompts import load_prompt_pool
+
+    manifests = load_manifests(experiments)
+    source = profile_prompt_source(manifests, "paper")
+    assert source["repo"] == "agentica-org/DeepScaleR-Preview-Dataset"
+    with pytest.raises(ConfigError, match=r"lock.yaml: datasets.agentica-org/DeepScaleR-Preview-Dataset: not pinned"):
+        load_prompt_pool(source, "paper", manifests)
+    pin(
+        manifests,
+        "paper",
+        experiments / "lock.yaml",
+        resolver=lambda kind, repo, rev: (rev + "0" * 40)[:40] if kind == "model" else "e" * 40,
+    )
+    assert read_lock(experiments / "lock.yaml")["datasets"][source["repo"]] == {"requested": "main", "full": "e" * 40}
+    asked = {}
+    monkeypatch.setattr(
+        "eval.suites.load_questions", lambda spec, revision=None, **kw: asked.update(rev=revision) or []
+    )
+    load_prompt_pool(source, "paper", manifests)
+    assert asked["rev"] == "e" * 40  # the pool loads at the locked revision, not `main`

@@ -2,7 +2,8 @@
 
 The trainer's assign_prompts + loss weights make each process's micro-batches sum to the
 gradient of the full minibatch; checked under accelerate's DDP and torch's FSDP2 sharding.
-Tolerance 2e-5 on weights that move by ~4e-2: float32 sums in a different order.
+Tolerance 2e-5 on weights that move by ~4e-2: float32 sums in a different order. And the
+π_S,old recompute keeps FSDP's collectives in step when the ranks' rows have other lengths.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_worker(out: Path, mode: str) -> dict[str, torch.Tensor]:
+def run_worker(out: Path, mode: str, timeout: int = 300) -> dict[str, torch.Tensor]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     if mode == "single":
         command = [sys.executable, str(WORKER), str(out), mode]
@@ -45,9 +46,9 @@ def run_worker(out: Path, mode: str) -> dict[str, torch.Tensor]:
             str(out),
             mode,
         ]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]
-    return torch.load(out)
+    return {} if mode == "uneven" else torch.load(out)
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +64,27 @@ def test_two_processes_match_one(single, tmp_path: Path, mode: str) -> None:
     assert parallel.keys() == single.keys()
     moved = max((single[k] - parallel[k]).abs().max().item() for k in single)
     assert moved < 2e-5
+
+
+@pytest.mark.slow
+def test_ranks_with_other_response_lengths_run_as_many_forwards(tmp_path: Path) -> None:
+    """Rank 0's four rows of 5 response tokens fit one 40-token forward, rank 1's rows of 20 need four:
+    planned per rank, the FSDP ranks would fall out of step (a gloo timeout after 20 s). Each rank must
+    plan its own forwards, run as many as the busiest one, and get the log-probs of an unsharded model."""
+    from dp_worker import build
+
+    from gropd.logprobs import pack, response_logprobs
+
+    run_worker(tmp_path / "uneven", "uneven", timeout=120)
+    model, _, _ = build("single", __import__("accelerate").Accelerator(cpu=True))
+    planned = []
+    for rank in (0, 1):
+        got = torch.load(tmp_path / f"uneven.{rank}")
+        planned.append(got["planned"])
+        with torch.no_grad():
+            want, want_entropy = response_logprobs(
+                model, pack([[1, 2, 3, 4, 5]] * 4, got["responses"], 0, torch.device("cpu")), with_entropy=True
+            )
+        torch.testing.assert_close(got["logp"], want, rtol=0, atol=2e-5)
+        torch.testing.assert_close(got["entropy"], want_entropy, rtol=0, atol=2e-5)
+    assert planned == [1, 4]

@@ -73,6 +73,8 @@ def test_plan_splits_threads_keeps_started_runs_and_round_robins_gpus(tmp_path: 
     assert jobs[1].command[1:] == [
         "-m",
         "gropd.cli",
+        "--results",
+        str(root / "results"),
         "run",
         OPD,
         "--profile",

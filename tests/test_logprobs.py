@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from benchmarks.logprob_memory import VOCAB, run_child
 from gropd.chunked_logprobs import token_logprobs
-from gropd.logprobs import budgeted_response_logprobs, pack, response_logprobs, token_budget_slices
+from gropd.logprobs import pack, response_logprobs, shared_prompt_logprobs
 from gropd.tiny.world import ensure_tiny_world
 
 CPU = torch.device("cpu")
@@ -170,28 +170,30 @@ def test_response_logprobs_leave_the_head_as_it_was() -> None:
     assert logits.shape == (1, 4, 40) and "forward" not in model.lm_head.__dict__
 
 
-def test_token_budget_slices_by_hand() -> None:
-    prompts = [[1] * 3, [1] * 2, [1] * 4, [1] * 2, [1] * 1]
-    responses = [[2] * 2, [2] * 3, [2] * 1, [2] * 20, []]
-    # widths: rows 0-1 pack to 2 x (3 + 3) = 12; adding row 2 makes 3 x (4 + 3) = 21 > 12;
-    # rows 2 alone 5; + row 3 makes 2 x (4 + 20) = 48 > 12; row 3 alone 22 > 12 but goes alone; row 4 alone 2
-    assert token_budget_slices(prompts, responses, 12) == [slice(0, 2), slice(2, 3), slice(3, 4), slice(4, 5)]
-    assert token_budget_slices(prompts, responses, 10**6) == [slice(0, 5)]
-    assert token_budget_slices([[1], [1]], [[], []], 4) == [slice(0, 2)]  # 2 x (1 + 1): an empty response packs to 1
-    assert token_budget_slices([[1], [1]], [[], []], 3) == [slice(0, 1), slice(1, 2)]
-    with pytest.raises(ValueError, match="at least 1"):
-        token_budget_slices(prompts, responses, 0)
-
-
-def test_budgeted_logprobs_equal_one_packed_batch() -> None:
-    model = random_lm()
-    prompts, responses = LAYOUTS[1][0] + LAYOUTS[0][0], LAYOUTS[1][1] + LAYOUTS[0][1]
-    with torch.no_grad():
-        whole, whole_entropy = response_logprobs(model, pack(prompts, responses, 0, CPU), 0.9, with_entropy=True)
-        parts, parts_entropy = budgeted_response_logprobs(model, prompts, responses, 0, CPU, 14, 0.9, with_entropy=True)
-    assert len(token_budget_slices(prompts, responses, 14)) > 2
-    torch.testing.assert_close(parts, whole, rtol=0, atol=1e-6)
-    torch.testing.assert_close(parts_entropy, whole_entropy, rtol=0, atol=1e-6)
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("with_entropy", [False, True])
+def test_shared_prompt_forward_equals_one_packed_forward_in_value_and_gradient(tied, with_entropy) -> None:
+    """Three prompts, seven rows (a prompt's rows not all adjacent, an empty and a one-token response):
+    the prompt forwarded once per distinct prompt gives the packed forward's numbers and gradients."""
+    prompts = [[1, 2, 3], [4, 5], [6]]
+    of_row = [0, 0, 1, 1, 1, 2, 0]
+    responses = [[7, 8], [9, 10, 11, 12], [13], [5, 5, 5, 5, 5], [], [3, 2], [1]]
+    results = []
+    for shared in (False, True):
+        model = random_lm(tied=tied, seed=3)
+        if shared:
+            chosen, entropy = shared_prompt_logprobs(model, prompts, of_row, responses, 0, CPU, 0.8, with_entropy)
+        else:
+            rows = [prompts[i] for i in of_row]
+            chosen, entropy = response_logprobs(model, pack(rows, responses, 0, CPU), 0.8, with_entropy)
+        (chosen.sum() + (entropy.sum() if with_entropy else 0)).backward()
+        results.append((chosen, entropy, {n: p.grad for n, p in model.named_parameters()}))
+    (ref, ref_entropy, ref_grads), (got, got_entropy, got_grads) = results
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-6)
+    if with_entropy:
+        torch.testing.assert_close(got_entropy, ref_entropy, rtol=0, atol=1e-6)
+    for name, grad in ref_grads.items():
+        torch.testing.assert_close(got_grads[name], grad, rtol=0, atol=1e-5 * max(1.0, grad.abs().max().item()))
 
 
 def test_peak_memory_of_a_long_response_stays_far_below_one_token_by_vocab_tensor() -> None:

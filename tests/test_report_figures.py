@@ -20,8 +20,13 @@ PURPLE = to_rgba("purple")
 
 def context(tmp_path, profile="tiny"):
     exp = tmp_path / "experiments"
-    return ReportContext(profile=profile, results_root=tmp_path / "results", experiments_dir=exp,
-                         out_dir=tmp_path / "out" / profile, settings=load_settings(exp / "report.yaml"))
+    return ReportContext(
+        profile=profile,
+        results_root=tmp_path / "results",
+        experiments_dir=exp,
+        out_dir=tmp_path / "out" / profile,
+        settings=load_settings(exp / "report.yaml"),
+    )
 
 
 def rows(n, **metrics):
@@ -36,30 +41,66 @@ def reward(s):
 def grouped(lines):
     """Drawn runs as (faint, bold, dot) triples, in drawing order."""
     assert len(lines) % 3 == 0
-    return [tuple(lines[i:i + 3]) for i in range(0, len(lines), 3)]
+    return [tuple(lines[i : i + 3]) for i in range(0, len(lines), 3)]
 
 
 @pytest.fixture
 def world(tmp_path):
     write_experiments(tmp_path)
     res = tmp_path / "results"
-    write_run(res, "tiny", f"lambda__{P1}__gropd-lam0.5", metrics=rows(30, verifier_reward=reward),
-              fields={"pairing": P1, "method": "gropd", "lam": 0.5, "gamma": 0.99})
-    write_run(res, "tiny", f"lambda__{P1}__gropd-lam0.25", "collapsed", collapse_step=12,
-              metrics=rows(12, verifier_reward=reward), fields={"pairing": P1, "method": "gropd", "lam": 0.25})
-    write_run(res, "tiny", f"lambda__{P1}__opd", metrics=rows(30, verifier_reward=lambda s: 0.4),
-              fields={"pairing": P1, "method": "opd"})
-    write_run(res, "tiny", f"lambda__{P2}__gropd-lam0.25", "running", step=10, steps=120,
-              metrics=rows(10, verifier_reward=reward), fields={"pairing": P2, "method": "gropd", "lam": 0.25})
+    write_run(
+        res,
+        "tiny",
+        f"lambda__{P1}__gropd-lam0.5",
+        metrics=rows(30, verifier_reward=reward),
+        fields={"pairing": P1, "method": "gropd", "lam": 0.5, "gamma": 0.99},
+    )
+    write_run(
+        res,
+        "tiny",
+        f"lambda__{P1}__gropd-lam0.25",
+        "collapsed",
+        collapse_step=12,
+        metrics=rows(12, verifier_reward=reward),
+        fields={"pairing": P1, "method": "gropd", "lam": 0.25},
+    )
+    write_run(
+        res,
+        "tiny",
+        f"lambda__{P1}__opd",
+        metrics=rows(30, verifier_reward=lambda s: 0.4),
+        fields={"pairing": P1, "method": "opd"},
+    )
+    write_run(
+        res,
+        "tiny",
+        f"lambda__{P2}__gropd-lam0.25",
+        "running",
+        step=10,
+        steps=120,
+        metrics=rows(10, verifier_reward=reward),
+        fields={"pairing": P2, "method": "gropd", "lam": 0.25},
+    )
     for lam in (0.2, 0.25):
         for gamma in (0.99, 1.0):
+
             def length(s, gamma=gamma):
-                return 100.0 * (1.05 ** s if gamma == 1.0 else 1.0)
-            metrics = rows(20, mean_response_len=length, verifier_reward=reward,
-                           pearson_score_len=lambda s: None if s % 2 else 0.3,
-                           spearman_score_reward=lambda s, lam=lam: None if lam == 0.2 else 0.1)
-            write_run(res, "tiny", f"gamma__{P2}__gropd-lam{lam:g}-gamma{gamma:g}", metrics=metrics,
-                      fields={"pairing": P2, "method": "gropd", "lam": lam, "gamma": gamma})
+                return 100.0 * (1.05**s if gamma == 1.0 else 1.0)
+
+            metrics = rows(
+                20,
+                mean_response_len=length,
+                verifier_reward=reward,
+                pearson_score_len=lambda s: None if s % 2 else 0.3,
+                spearman_score_reward=lambda s, lam=lam: None if lam == 0.2 else 0.1,
+            )
+            write_run(
+                res,
+                "tiny",
+                f"gamma__{P2}__gropd-lam{lam:g}-gamma{gamma:g}",
+                metrics=metrics,
+                fields={"pairing": P2, "method": "gropd", "lam": lam, "gamma": gamma},
+            )
     return tmp_path
 
 
@@ -81,7 +122,10 @@ def test_fig3a_panels_lines_colours_and_last_step_dots(world):
     assert to_rgba(bold.get_color()) != PURPLE and bold.get_color() != bold25.get_color()
     assert all(line.get_linestyle() == "-" for line in (faint, bold, opd_bold))
     assert [t.get_text() for t in left.get_legend().get_texts()] == [
-        "GR-OPD (λ=0.5, γ=0.99)", "GR-OPD (λ=0.25, γ=0.99)", "vanilla OPD"]
+        "GR-OPD (λ=0.5, γ=0.99)",
+        "GR-OPD (λ=0.25, γ=0.99)",
+        "vanilla OPD",
+    ]
     assert f"run lambda__{P2}__opd: not run" in figures.missing
     assert f"run lambda__{P2}__gropd-lam0.25: running, step 10 of 120 (partial line)" in figures.missing
 
@@ -90,14 +134,23 @@ def test_fig3b_dashes_gamma_one(world):
     fig = build_figure3(context(world)).figures["fig3b"]
     (ax,) = fig.axes
     styles = [(bold.get_label(), bold.get_linestyle()) for _, bold, _ in grouped(ax.get_lines())]
-    assert styles == [("GR-OPD (λ=0.2, γ=0.99)", "-"), ("GR-OPD (λ=0.2, γ=1)", "--"),
-                      ("GR-OPD (λ=0.25, γ=0.99)", "-"), ("GR-OPD (λ=0.25, γ=1)", "--")]
+    assert styles == [
+        ("GR-OPD (λ=0.2, γ=0.99)", "-"),
+        ("GR-OPD (λ=0.2, γ=1)", "--"),
+        ("GR-OPD (λ=0.25, γ=0.99)", "-"),
+        ("GR-OPD (λ=0.25, γ=1)", "--"),
+    ]
 
 
 def test_fig3_metric_comes_from_report_yaml(tmp_path):
     write_experiments(tmp_path, report={"fig3": {"metric": "mean_response_len", "window": 3}})
-    write_run(tmp_path / "results", "tiny", f"lambda__{P1}__opd", fields={"pairing": P1, "method": "opd"},
-              metrics=rows(5, mean_response_len=lambda s: float(s)))
+    write_run(
+        tmp_path / "results",
+        "tiny",
+        f"lambda__{P1}__opd",
+        fields={"pairing": P1, "method": "opd"},
+        metrics=rows(5, mean_response_len=lambda s: float(s)),
+    )
     figures = build_figure3(context(tmp_path))
     ax = figures.figures["fig3a"].axes[0]
     assert ax.get_ylabel() == "mean_response_len"
@@ -112,20 +165,36 @@ def test_fig4_panels_scales_styles_and_null_metrics(world):
     assert [len(ax.get_lines()) for ax in (a, b, c, d)] == [4, 4, 4, 2]  # λ = .2 runs have no Spearman values
     assert [line.get_linestyle() for line in a.get_lines()] == ["-", "--", "-", "--"]
     assert list(c.get_lines()[0].get_xdata()) == list(range(2, 21, 2))  # null Pearson steps skipped
-    lengths = [100.0 * 1.05 ** s for s in range(1, 21)]
+    lengths = [100.0 * 1.05**s for s in range(1, 21)]
     assert list(a.get_lines()[1].get_ydata()) == pytest.approx(centred_mean(lengths, 10))
     assert a.get_lines()[1].get_ydata()[0] == pytest.approx(statistics.fmean(lengths[:6]))  # v_1..v_6 (window 10)
     assert "centred 10-step moving averages" in figures.figures["fig4"].get_suptitle()
-    assert f"run gamma__{P2}__gropd-lam0.2-gamma0.99: no spearman_score_reward values in metrics.jsonl" \
-        in figures.missing
+    assert (
+        f"run gamma__{P2}__gropd-lam0.2-gamma0.99: no spearman_score_reward values in metrics.jsonl" in figures.missing
+    )
 
 
 def test_build_writes_png_pdf_markdown_and_provenance(world):
-    paths = build(["fig3", "fig4"], profile="tiny", results_root=world / "results",
-                  experiments_dir=world / "experiments", out_root=world / "out")
+    paths = build(
+        ["fig3", "fig4"],
+        profile="tiny",
+        results_root=world / "results",
+        experiments_dir=world / "experiments",
+        out_root=world / "out",
+    )
     names = {p.name for p in paths}
-    assert {"fig3a.png", "fig3a.pdf", "fig3b.png", "fig3b.pdf", "fig3.md", "fig3.provenance.json",
-            "fig4.png", "fig4.pdf", "fig4.md", "fig4.provenance.json"} == names
+    assert {
+        "fig3a.png",
+        "fig3a.pdf",
+        "fig3b.png",
+        "fig3b.pdf",
+        "fig3.md",
+        "fig3.provenance.json",
+        "fig4.png",
+        "fig4.pdf",
+        "fig4.md",
+        "fig4.provenance.json",
+    } == names
     assert all(p.stat().st_size > 0 for p in paths)
     assert (world / "out" / "tiny" / "fig3a.png").read_bytes()[:4] == b"\x89PNG"
     assert f"- run lambda__{P2}__opd: not run" in (world / "out" / "tiny" / "fig3.md").read_text()

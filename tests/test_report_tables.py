@@ -24,8 +24,13 @@ T1, T2, T3 = "I4nothink→I1.7nothink", "I32nothink→I1.7nothink", "I4think→B
 
 def context(tmp_path, profile, exp=None):
     exp = exp or tmp_path / "experiments"
-    return ReportContext(profile=profile, results_root=tmp_path / "results", experiments_dir=exp,
-                         out_dir=tmp_path / "out" / profile, settings=load_settings(exp / "report.yaml"))
+    return ReportContext(
+        profile=profile,
+        results_root=tmp_path / "results",
+        experiments_dir=exp,
+        out_dir=tmp_path / "out" / profile,
+        settings=load_settings(exp / "report.yaml"),
+    )
 
 
 def row_of(table, pairing_title, method_prefix):
@@ -38,17 +43,39 @@ def table1_world(tmp_path):
     P4: gropd trained but not evaluated, opd not run."""
     write_experiments(tmp_path)
     res = tmp_path / "results"
-    write_run(res, "tiny", f"table1__{P1}__gropd",
-              fields={"pairing": P1, "method": "gropd", "lam": 0.25, "gamma": 0.99},
-              eval_summary=summary({"add": 50.0, "sub": 30.0, "mul": 20.0}))
-    write_run(res, "tiny", f"table1__{P1}__opd", fields={"pairing": P1, "method": "opd"},
-              eval_summary=summary({"add": 40.0, "sub": 35.0, "mul": 20.0}))
-    write_run(res, "tiny", f"table1__{P2}__gropd", fields={"pairing": P2, "method": "gropd"},
-              eval_summary=summary({"add": 1.004, "sub": 1.004, "mul": 1.012}))
-    write_run(res, "tiny", f"table1__{P2}__opd", "collapsed", fields={"pairing": P2, "method": "opd"},
-              collapse_step=37, reason="verifier reward fell below 25% of its start")
-    write_run(res, "tiny", f"table1__{P3}__gropd", "running", fields={"pairing": P3, "method": "gropd"},
-              step=40, steps=120)
+    write_run(
+        res,
+        "tiny",
+        f"table1__{P1}__gropd",
+        fields={"pairing": P1, "method": "gropd", "lam": 0.25, "gamma": 0.99},
+        eval_summary=summary({"add": 50.0, "sub": 30.0, "mul": 20.0}),
+    )
+    write_run(
+        res,
+        "tiny",
+        f"table1__{P1}__opd",
+        fields={"pairing": P1, "method": "opd"},
+        eval_summary=summary({"add": 40.0, "sub": 35.0, "mul": 20.0}),
+    )
+    write_run(
+        res,
+        "tiny",
+        f"table1__{P2}__gropd",
+        fields={"pairing": P2, "method": "gropd"},
+        eval_summary=summary({"add": 1.004, "sub": 1.004, "mul": 1.012}),
+    )
+    write_run(
+        res,
+        "tiny",
+        f"table1__{P2}__opd",
+        "collapsed",
+        fields={"pairing": P2, "method": "opd"},
+        collapse_step=37,
+        reason="verifier reward fell below 25% of its start",
+    )
+    write_run(
+        res, "tiny", f"table1__{P3}__gropd", "running", fields={"pairing": P3, "method": "gropd"}, step=40, steps=120
+    )
     write_run(res, "tiny", f"table1__{P3}__opd", fields={"pairing": P3, "method": "opd"})
     write_run(res, "tiny", f"table1__{P4}__gropd", "trained", fields={"pairing": P4, "method": "gropd"}, step=120)
     return tmp_path
@@ -101,9 +128,13 @@ def test_table1_seeds_give_mean_and_sample_std_and_mark_ties(tmp_path):
     for seed in range(3):
         tail = f"__seed{seed}" if seed else ""
         for method, scores in (("gropd", gropd), ("opd", opd)):
-            write_run(res, "tiny", f"table1__{P1}__{method}{tail}", fields={"pairing": P1, "method": method,
-                                                                            "seed": seed},
-                      eval_summary=summary({k: v[seed] for k, v in scores.items()}))
+            write_run(
+                res,
+                "tiny",
+                f"table1__{P1}__{method}{tail}",
+                fields={"pairing": P1, "method": method, "seed": seed},
+                eval_summary=summary({k: v[seed] for k, v in scores.items()}),
+            )
     table, _ = build_table1(context(tmp_path, "tiny"))
     g, o = row_of(table, T1, "GR-OPD"), row_of(table, T1, "vanilla")
     # add: 52 ± 2 vs 41 ± 1 -> gap 11 > 2, bold. sub: 32 ± 2 vs 31.17 ± 0.29 -> gap 0.83 < 2, tie.
@@ -118,11 +149,23 @@ def test_table1_paper_headers_show_used_and_paper_counts(tmp_path):
     write_experiments(tmp_path)
     scores = {k: 10.0 for k in ("aime24", "aime25", "amc23", "math500", "minerva", "olympiadbench")}
     questions = {"aime24": 30, "aime25": 30, "amc23": 40, "math500": 500, "minerva": 272, "olympiadbench": 675}
-    write_run(tmp_path / "results", "paper", f"table1__{P1}__gropd", fields={"pairing": P1, "method": "gropd"},
-              eval_summary=summary(scores, questions))
+    write_run(
+        tmp_path / "results",
+        "paper",
+        f"table1__{P1}__gropd",
+        fields={"pairing": P1, "method": "gropd"},
+        eval_summary=summary(scores, questions),
+    )
     table, _ = build_table1(context(tmp_path, "paper"))
-    assert table.header[2:] == ["AIME 2024 Avg@32", "AIME 2025 Avg@32", "AMC 2023 Avg@32", "MATH-500 Avg@8",
-                                "Minerva Math Avg@8", "OlympiadBench (675/170) Avg@8", "Macro"]
+    assert table.header[2:] == [
+        "AIME 2024 Avg@32",
+        "AIME 2025 Avg@32",
+        "AMC 2023 Avg@32",
+        "MATH-500 Avg@8",
+        "Minerva Math Avg@8",
+        "OlympiadBench (675/170) Avg@8",
+        "Macro",
+    ]
 
 
 @pytest.fixture
@@ -130,15 +173,30 @@ def lambda_world(tmp_path):
     write_experiments(tmp_path)
     for profile in ("tiny", "paper"):
         res = tmp_path / "results"
-        write_run(res, profile, f"lambda__{P1}__gropd-lam0.5", fields={"pairing": P1, "method": "gropd", "lam": 0.5},
-                  metrics=[{"step": 1, "pressure_normalised": 3.0, "pressure_retained": 1.5},
-                           {"step": 2, "pressure_normalised": 3.5, "pressure_retained": 1.75},
-                           {"step": 3, "pressure_normalised": None, "pressure_retained": None},
-                           {"step": 4, "pressure_normalised": 4.0, "pressure_retained": 2.0}])
-        write_run(res, profile, f"lambda__{P1}__gropd-lam0.25", "collapsed", collapse_step=2,
-                  fields={"pairing": P1, "method": "gropd", "lam": 0.25},
-                  metrics=[{"step": 1, "pressure_normalised": 2.0, "pressure_retained": 0.5},
-                           {"step": 2, "pressure_normalised": 3.0, "pressure_retained": 0.8}])
+        write_run(
+            res,
+            profile,
+            f"lambda__{P1}__gropd-lam0.5",
+            fields={"pairing": P1, "method": "gropd", "lam": 0.5},
+            metrics=[
+                {"step": 1, "pressure_normalised": 3.0, "pressure_retained": 1.5},
+                {"step": 2, "pressure_normalised": 3.5, "pressure_retained": 1.75},
+                {"step": 3, "pressure_normalised": None, "pressure_retained": None},
+                {"step": 4, "pressure_normalised": 4.0, "pressure_retained": 2.0},
+            ],
+        )
+        write_run(
+            res,
+            profile,
+            f"lambda__{P1}__gropd-lam0.25",
+            "collapsed",
+            collapse_step=2,
+            fields={"pairing": P1, "method": "gropd", "lam": 0.25},
+            metrics=[
+                {"step": 1, "pressure_normalised": 2.0, "pressure_retained": 0.5},
+                {"step": 2, "pressure_normalised": 3.0, "pressure_retained": 0.8},
+            ],
+        )
         write_run(res, profile, f"lambda__{P1}__opd", fields={"pairing": P1, "method": "opd"}, metrics=[])
     return tmp_path
 
@@ -170,9 +228,15 @@ def test_table2_paper_reference_column_only_in_paper_profile(lambda_world):
 def test_table6_macro_tokens_and_reference_column(tmp_path):
     write_experiments(tmp_path)
     for profile in ("tiny", "paper"):
-        write_run(tmp_path / "results", profile, "table6__B1.7-default", fields={"model": "B1.7", "mode": "default"},
-                  eval_summary=summary({"add": 10.0, "sub": 20.0, "mul": 40.0},
-                                       tokens={"add": 1000.0, "sub": 2000.0, "mul": 4000.5}))
+        write_run(
+            tmp_path / "results",
+            profile,
+            "table6__B1.7-default",
+            fields={"model": "B1.7", "mode": "default"},
+            eval_summary=summary(
+                {"add": 10.0, "sub": 20.0, "mul": 40.0}, tokens={"add": 1000.0, "sub": 2000.0, "mul": 4000.5}
+            ),
+        )
     tiny, _ = build_table6(context(tmp_path, "tiny"))
     assert tiny.header == ["model", "mode", "role", "Macro Avg@K", "mean tokens"]
     # macro (10 + 20 + 40) / 3 = 23.333; tokens (1000 + 2000 + 4000.5) / 3 = 2333.5
@@ -189,8 +253,9 @@ def test_table3_shows_the_six_training_numbers(tmp_path):
     exp = write_experiments(tmp_path)
     profile_file = exp / "profiles" / "tiny.yaml"
     profile = yaml.safe_load(profile_file.read_text())
-    profile["train"].update(prompts_per_batch=12, group_size=4, per_device_batch=24, grad_accum=1, replicas=1,
-                            minibatch_responses=16)
+    profile["train"].update(
+        prompts_per_batch=12, group_size=4, per_device_batch=24, grad_accum=1, replicas=1, minibatch_responses=16
+    )
     profile_file.write_text(yaml.safe_dump(profile))
     paper = build_table3(context(tmp_path, "paper"))
     assert [r[1].text for r in paper.rows] == ["64", "8", "1", "8", "8", "64", "8"]
@@ -203,9 +268,13 @@ def test_table4_lists_repos_revisions_and_lock(tmp_path):
     exp = write_experiments(tmp_path)
     table = build_table4(context(tmp_path, "paper"))
     cells = [[c.text for c in row] for row in table.rows]
-    assert [row[2:4] for row in cells] == [["Qwen/Qwen3-1.7B-Base", "ea980cb"], ["Qwen/Qwen3-4B-Base", "906bfd4"],
-                                           ["Qwen/Qwen3-1.7B", "70d244c"], ["Qwen/Qwen3-4B", "1cfa9a7"],
-                                           ["Qwen/Qwen3-32B", "9216db5"]]
+    assert [row[2:4] for row in cells] == [
+        ["Qwen/Qwen3-1.7B-Base", "ea980cb"],
+        ["Qwen/Qwen3-4B-Base", "906bfd4"],
+        ["Qwen/Qwen3-1.7B", "70d244c"],
+        ["Qwen/Qwen3-4B", "1cfa9a7"],
+        ["Qwen/Qwen3-32B", "9216db5"],
+    ]
     assert all(row[4] == UNPINNED for row in cells)
     full = "ea980cb" + "0123456789abcdef0123456789abcdef0"
     (exp / "lock.yaml").write_text(f"models:\n  Qwen/Qwen3-1.7B-Base: {{revision: {full}}}\n")
@@ -220,26 +289,43 @@ def test_table5_counts_and_total(tmp_path):
     assert [r[2].text for r in table.rows] == ["30", "30", "40", "500", "272", "170", "1,042"]
     assert [r[1].text for r in table.rows[:-1]] == ["32", "32", "32", "8", "8", "8"]
     assert len(table.missing) == 6  # no evaluation yet: counts used unknown
-    write_run(tmp_path / "results", "tiny", "table6__B1.7-default",
-              eval_summary=summary({"add": 1.0, "sub": 1.0, "mul": 1.0}, {"add": 50, "sub": 50, "mul": 500}))
+    write_run(
+        tmp_path / "results",
+        "tiny",
+        "table6__B1.7-default",
+        eval_summary=summary({"add": 1.0, "sub": 1.0, "mul": 1.0}, {"add": 50, "sub": 50, "mul": 500}),
+    )
     tiny = build_table5(context(tmp_path, "tiny"))
-    assert [[c.text for c in r] for r in tiny.rows] == [["ADD", "4", "—", "50"], ["SUB", "4", "—", "50"],
-                                                        ["MUL", "4", "—", "500"], ["Total", "", "—", "600"]]
+    assert [[c.text for c in r] for r in tiny.rows] == [
+        ["ADD", "4", "—", "50"],
+        ["SUB", "4", "—", "50"],
+        ["MUL", "4", "—", "500"],
+        ["Total", "", "—", "600"],
+    ]
 
 
 @pytest.mark.skipif(not (REPO / "experiments" / "suites.yaml").exists(), reason="suites.yaml not written yet")
 def test_tables_3_to_5_render_the_real_manifests(tmp_path):
-    paths = build(["table3", "table4", "table5"], profile="paper", results_root=tmp_path / "results",
-                  experiments_dir=REPO / "experiments", out_root=tmp_path / "out")
+    paths = build(
+        ["table3", "table4", "table5"],
+        profile="paper",
+        results_root=tmp_path / "results",
+        experiments_dir=REPO / "experiments",
+        out_root=tmp_path / "out",
+    )
     md = "".join(p.read_text() for p in paths if p.suffix == ".md")
     for text in ("| prompts per rollout batch | 64 |", "Qwen/Qwen3-32B", "9216db5", "| Total |  | 1,042 |"):
         assert text in md
 
 
 def test_build_writes_every_artefact_with_provenance(table1_world):
-    paths = build(["table1", "table2", "table3", "table4", "table5", "table6"], profile="tiny",
-                  results_root=table1_world / "results", experiments_dir=table1_world / "experiments",
-                  out_root=table1_world / "out")
+    paths = build(
+        ["table1", "table2", "table3", "table4", "table5", "table6"],
+        profile="tiny",
+        results_root=table1_world / "results",
+        experiments_dir=table1_world / "experiments",
+        out_root=table1_world / "out",
+    )
     names = {p.name for p in paths}
     for name in ("table1", "table2", "table3", "table4", "table5", "table6"):
         assert {f"{name}.md", f"{name}.tex", f"{name}.csv", f"{name}.provenance.json"} <= names

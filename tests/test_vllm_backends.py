@@ -4,6 +4,7 @@ weight naming and seeding, and the clear missing-piece error on construction."""
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -61,10 +62,14 @@ def completion(index: int, tokens: list[int], reason: str, logprobs: list[float]
 
 def test_rollout_batch_is_prompt_major_with_sampler_logprobs():
     outputs = [
-        SimpleNamespace(prompt_token_ids=[1, 2], outputs=[
-            completion(1, [5], "length", [-0.5]), completion(0, [3, 4, 0], "stop", [-1.0, -2.0, -3.0])]),
-        SimpleNamespace(prompt_token_ids=[7], outputs=[
-            completion(0, [8, 0], "stop", [-0.25, -0.125]), completion(1, [9], "length", [-4.0])]),
+        SimpleNamespace(
+            prompt_token_ids=[1, 2],
+            outputs=[completion(1, [5], "length", [-0.5]), completion(0, [3, 4, 0], "stop", [-1.0, -2.0, -3.0])],
+        ),
+        SimpleNamespace(
+            prompt_token_ids=[7],
+            outputs=[completion(0, [8, 0], "stop", [-0.25, -0.125]), completion(1, [9], "length", [-4.0])],
+        ),
     ]
     batch = rollout_batch_from_outputs(outputs, n=2)
     assert batch.prompt_ids == [[1, 2], [1, 2], [7], [7]]
@@ -92,7 +97,8 @@ def test_request_seeds_are_distinct_across_prompts_samples_and_steps():
 
 def test_weight_names_lose_wrapper_segments():
     assert checkpoint_name("module._orig_mod.model.layers.0.mlp.up_proj.weight") == (
-        "model.layers.0.mlp.up_proj.weight")
+        "model.layers.0.mlp.up_proj.weight"
+    )
     assert checkpoint_name("model.embed_tokens.weight") == "model.embed_tokens.weight"
 
 
@@ -120,12 +126,21 @@ def test_require_names_missing_module_purpose_and_hint():
 @pytest.mark.skipif(HAS_VLLM, reason="vLLM is installed here; the missing-piece path cannot be shown")
 def test_constructing_vllm_backends_without_vllm_says_what_to_install():
     with pytest.raises(MissingDependencyError, match=r"backend.rollout=vllm.*'vllm'.*requirements-gpu.txt"):
-        VLLMRollout("m", revision=None, tensor_parallel=1, dtype="bfloat16", gpu_memory_utilization=0.5,
-                    enable_sleep_mode=False, seed=0, max_model_len=None,
-                    rule=StopRule((1,)))
+        VLLMRollout(
+            "m",
+            revision=None,
+            tensor_parallel=1,
+            dtype="bfloat16",
+            gpu_memory_utilization=0.5,
+            enable_sleep_mode=False,
+            seed=0,
+            max_model_len=None,
+            rule=StopRule((1,)),
+        )
     with pytest.raises(MissingDependencyError, match=r"backend.teacher=vllm.*'vllm'.*requirements-gpu.txt"):
-        VLLMTeacher("m", revision=None, tensor_parallel=1, dtype="bfloat16", gpu_memory_utilization=0.5,
-                    max_model_len=None)
+        VLLMTeacher(
+            "m", revision=None, tensor_parallel=1, dtype="bfloat16", gpu_memory_utilization=0.5, max_model_len=None
+        )
 
 
 @pytest.mark.gpu
@@ -139,15 +154,87 @@ def test_vllm_rollout_and_teacher_agree_on_sampled_tokens(tmp_path):
     words.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     PreTrainedTokenizerFast(tokenizer_object=words, eos_token="w1", pad_token="w0").save_pretrained(tmp_path)
     torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=64, eos_token_id=1,
-                         max_position_embeddings=512)
+    config = Qwen3Config(
+        vocab_size=256,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        eos_token_id=1,
+        max_position_embeddings=512,
+    )
     Qwen3ForCausalLM(config).save_pretrained(tmp_path)
     common = {"revision": None, "tensor_parallel": 1, "dtype": "float32", "max_model_len": 256}
-    rollout = VLLMRollout(str(tmp_path), gpu_memory_utilization=0.2, enable_sleep_mode=False, seed=0,
-                          rule=StopRule((1,)), **common)
+    rollout = VLLMRollout(
+        str(tmp_path), gpu_memory_utilization=0.2, enable_sleep_mode=False, seed=0, rule=StopRule((1,)), **common
+    )
     batch = rollout.generate([[5, 6, 7], [8, 9]], 2, SamplingSettings(1.0, 1.0, 12), seed=1)
     teacher = VLLMTeacher(str(tmp_path), gpu_memory_utilization=0.2, **common)
     scores = teacher.score(batch.prompt_ids, batch.response_ids)
     for got, want in zip(scores, batch.sampler_logprobs, strict=True):
         assert got == pytest.approx(want, abs=1e-3)
+
+
+def test_the_teacher_engine_bounds_its_prompt_logprob_workspace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's prompt log-probs take a float32 [chunk, V] log-softmax its profiler does not reserve: the teacher
+    engine bounds the chunk (max_num_batched_tokens, with max_num_seqs <= it as vLLM requires)."""
+    made = {}
+    fake = SimpleNamespace(LLM=lambda **kwargs: made.update(kwargs), SamplingParams=None, inputs=None)
+    monkeypatch.setitem(__import__("sys").modules, "vllm", fake)
+    VLLMTeacher(
+        "m",
+        revision=None,
+        tensor_parallel=2,
+        dtype="bfloat16",
+        gpu_memory_utilization=0.3,
+        max_model_len=10240,
+        max_num_batched_tokens=4096,
+    )
+    assert made["max_num_batched_tokens"] == 4096 and made["max_num_seqs"] <= 4096
+    assert made["max_model_len"] == 10240 and made["tensor_parallel_size"] == 2
+
+
+def test_teacher_server_script_checks_the_fit_and_bounds_the_workspace(experiments, tmp_path: Path) -> None:
+    """teacher_server.sh with a fake `vllm` and `nvidia-smi` (4 GPUs): TP defaults to the GPUs it sees and
+    `vllm serve` gets the pinned revision, the served name and --max-num-batched-tokens."""
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    from test_preflight import write_fake_lock
+
+    write_fake_lock(experiments)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (
+        ("vllm", 'echo "$@" > "$VLLM_ARGS"'),
+        ("nvidia-smi", 'for i in 0 1 2 3; do echo "GPU $i: H100"; done'),
+        ("python", f'exec {sys.executable} "$@"'),
+    ):
+        (bin_dir / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    repo = Path(__file__).resolve().parents[1]
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURM_SUBMIT_DIR": str(experiments.parent),
+        "PYTHONPATH": str(repo),
+        "VLLM_ARGS": str(tmp_path / "args"),
+    }
+    result = subprocess.run(
+        ["bash", str(repo / "experiments/launch/teacher_server.sh"), "I32"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    args = (tmp_path / "args").read_text().split()
+    full = "9216db5" + "0" * 33
+    assert args[:3] == ["serve", "Qwen/Qwen3-32B", "--revision"] and full in args
+    assert args[args.index("--served-model-name") + 1] == f"Qwen/Qwen3-32B@{full}"
+    assert args[args.index("--tensor-parallel-size") + 1] == "4"
+    assert args[args.index("--max-num-batched-tokens") + 1] == "4096"

@@ -29,7 +29,8 @@ def hub_resolver(repo_type: str, repo: str, revision: str) -> str:
 
 
 def pin(manifests: Manifests, profile: str, lock_path: Path, resolver: Resolver = hub_resolver) -> dict[str, Any]:
-    """Resolve every hub model and suite of `profile`, write lock_path atomically, return the lock."""
+    """Resolve every hub model, suite and training-prompt source of `profile` (its suites in suites.yaml,
+    its prompts in profiles/<profile>.yaml), write lock_path atomically, return the lock."""
     lock: dict[str, Any] = {"models": {}, "datasets": {}}
     for label, record in manifests.models.get(profile, {}).items():
         source = record["source"]
@@ -39,13 +40,43 @@ def pin(manifests: Manifests, profile: str, lock_path: Path, resolver: Resolver 
                 full, str(source["revision"]), str(manifests.root / "models.yaml"), f"{profile}.{label}.source.revision"
             )
             lock["models"][source["repo"]] = {"short": str(source["revision"]), "full": full}
-    for record in manifests.suites.get(profile, {}).values():
-        source = record.get("source") or {}
+    sources = [record.get("source") or {} for record in manifests.suites.get(profile, {}).values()]
+    sources.append(profile_prompt_source(manifests, profile))
+    for source in sources:
         if source.get("kind") == "hub":
             full = resolver("dataset", source["repo"], str(source.get("revision", "main")))
             lock["datasets"][source["repo"]] = {"requested": str(source.get("revision", "main")), "full": full}
     atomic_write_text(lock_path, yaml.safe_dump(lock, sort_keys=True))
     return lock
+
+
+def profile_prompt_source(manifests: Manifests, profile: str) -> dict[str, Any]:
+    """The training-prompt source `train.prompts.source` of profiles/<profile>.yaml ({} when it sets none)."""
+    from gropd.config.layering import read_yaml
+
+    data = read_yaml(manifests.root / "profiles" / f"{profile}.yaml")
+    return ((data.get("train") or {}).get("prompts") or {}).get("source") or {}
+
+
+def dataset_revision(lock: dict[str, Any], repo: str, requested: str, lock_path: Path, required: bool) -> str | None:
+    """The full revision the lock holds for dataset `repo`; without one, a ConfigError telling to run
+    `pin` when `required` (the paper profile), else None (load at the requested revision). A lock made for
+    another requested revision than the manifest's is refused too."""
+    entry = (lock.get("datasets") or {}).get(repo)
+    if entry is None:
+        if required:
+            raise ConfigError(
+                str(lock_path), f"datasets.{repo}", "not pinned", "a full revision: run `./reproduce.sh pin` first"
+            )
+        return None
+    if str(entry.get("requested")) != str(requested):
+        raise ConfigError(
+            str(lock_path),
+            f"datasets.{repo}.requested",
+            f"pinned for {entry.get('requested')!r} but the manifest asks for {requested!r}",
+            "a lock made from the current manifests: run `./reproduce.sh pin` again",
+        )
+    return str(entry["full"])
 
 
 def _check_extends(full: str, short: str, file: str, key: str) -> None:

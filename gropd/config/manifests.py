@@ -105,3 +105,9 @@ def _check_pairing(manifests: Manifests, name: str, record: Any, file: Path) -> 
                 )
     if record.get("teacher_render", "own") not in ("own", "student"):
         raise ConfigError(str(file), f"{name}.teacher_render", f"{record.get('teacher_render')!r}", "own or student")
+    for profile, values in _mapping(record.get("config", {}), file, f"{name}.config").items():
+        if profile not in manifests.models:
+            raise ConfigError(
+                str(file), f"{name}.config.{profile}", "not a profile", f"one of {', '.join(manifests.models)}"
+            )
+        _mapping(values, file, f"{name}.config.{profile}")

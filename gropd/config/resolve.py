@@ -1,4 +1,5 @@
-"""Resolve one run: layer train.yaml <- profile <- run file <- overrides, validate, hash.
+"""Resolve one run: layer train.yaml <- profile <- its pairing's per-profile `config` (pairings.yaml)
+<- grid entry <- run file <- overrides, validate, hash.
 
 `resolve_run` is the only way a run's configuration is made; its result is what a run
 saves beside its outputs (config.yaml) together with `config_hash`.
@@ -33,15 +34,20 @@ def resolve_run(
         raise ConfigError(
             "command line", "--profile", f"{profile!r} is not a profile", f"one of {', '.join(manifests.profiles)}"
         )
+    layers = [(read_yaml(root / "train.yaml"), str(root / "train.yaml"))]
+    layers.append((read_yaml(root / "profiles" / f"{profile}.yaml"), str(root / "profiles" / f"{profile}.yaml")))
+    run_layers = [] if entry_values is None else [(entry_values, "grid entry")]
+    if run_file is not None:
+        run_layers.append((read_yaml(run_file), str(run_file)))
+    run_layers.append((parse_overrides(overrides or []), "command line"))
+    pairing = _merged(layers + run_layers).get("pairing")
+    pairing_defaults = (manifests.pairings.get(pairing) or {}).get("config", {}).get(profile) if pairing else None
+    if pairing_defaults:
+        layers.append((pairing_defaults, f"{root / 'pairings.yaml'}: {pairing}.config.{profile}"))
     values: dict[str, Any] = {}
     origins: Origins = {}
-    merge(values, read_yaml(root / "train.yaml"), str(root / "train.yaml"), origins)
-    merge(values, read_yaml(root / "profiles" / f"{profile}.yaml"), str(root / "profiles" / f"{profile}.yaml"), origins)
-    if entry_values is not None:
-        merge(values, entry_values, "grid entry", origins)
-    if run_file is not None:
-        merge(values, read_yaml(run_file), str(run_file), origins)
-    merge(values, parse_overrides(overrides or []), "command line", origins)
+    for layer, source in layers + run_layers:
+        merge(values, layer, source, origins)
     if values.get("profile") != profile:
         raise ConfigError(origin_of(origins, "profile"), "profile", f"{values.get('profile')!r}", repr(profile))
     try:
@@ -50,6 +56,14 @@ def resolve_run(
         raise _config_error(err, origins) from None
     check_against_manifests(config, manifests, origins)
     return config
+
+
+def _merged(layers: list[tuple[dict[str, Any], str]]) -> dict[str, Any]:
+    """The layers merged, later wins (provenance not kept)."""
+    values: dict[str, Any] = {}
+    for layer, source in layers:
+        merge(values, layer, source, {})
+    return values
 
 
 def _config_error(err: ValidationError, origins: Origins) -> ConfigError:
@@ -125,20 +139,20 @@ def check_against_manifests(config: RunConfig, manifests: Manifests, origins: Or
                 )
 
 
-NOT_HASHED = ("tracking",)  # config keys that do not change a run's results
+NOT_HASHED = ("tracking", "backend.teacher_url")  # config keys (dotted) that do not change a run's results
 
 
 def config_hash(config: RunConfig) -> str:
-    """sha256 of the canonical JSON of the resolved config (first 16 hex digits), `tracking` left out
-    (data_hash): where curves are sent does not change a run's results, so switching a tracker on keeps
-    runs finished."""
+    """sha256 of the canonical JSON of the resolved config (first 16 hex digits), NOT_HASHED keys left
+    out (data_hash): where curves are sent, or at which address the teacher server answers, does not
+    change a run's results, so a tracker switched on or a server moved keeps runs finished."""
     return data_hash(config.model_dump(mode="json"))
 
 
 def data_hash(data: dict[str, Any]) -> str:
     """sha256 of the canonical JSON of a config mapping without its NOT_HASHED keys (first 16 hex
     digits); of a saved config.yaml's contents it equals the config_hash of the config that wrote it."""
-    identity = {key: value for key, value in data.items() if key not in NOT_HASHED}
+    identity = _without(data, NOT_HASHED)
     canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
@@ -146,3 +160,15 @@ def data_hash(data: dict[str, Any]) -> str:
 def config_yaml(config: RunConfig) -> str:
     """The resolved config as YAML, as saved beside a run's results."""
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
+def _without(data: dict[str, Any], dotted: tuple[str, ...]) -> dict[str, Any]:
+    """A copy of `data` without the keys at the dotted paths."""
+    out = dict(data)
+    for path in dotted:
+        head, _, rest = path.partition(".")
+        if head in out and rest and isinstance(out[head], dict):
+            out[head] = _without(out[head], (rest,))
+        elif not rest:
+            out.pop(head, None)
+    return out

@@ -121,15 +121,26 @@ class PromptSettings(Strict):
 
 
 class BackendSettings(Strict):
+    """Engines, devices and precision. `dtype` is the compute dtype: the trained student keeps float32
+    master weights and optimiser state whatever it is (bf16 autocast, or FSDP2's bf16 parameters for
+    compute with float32 shards), and `final/` is saved in it (the dtype a user serves)."""
+
     rollout: Literal["hf", "vllm"]
     teacher: Literal["hf", "vllm", "server"]
-    teacher_url: str | None = None
+    teacher_url: str | None = None  # http://host:port of `vllm serve`; not in the config hash (where, not what)
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
+    dtype: Literal["float32", "bfloat16"] = "bfloat16"
     threads: int | None = Field(default=None, ge=1)
     tensor_parallel: int = Field(ge=1, default=1)
     gradient_checkpointing: bool = False
-    max_tokens_per_forward: int = Field(ge=1)  # no-grad log-prob forwards: rows x padded width per forward
+    max_tokens_per_forward: int = Field(ge=1)  # packed tokens per forward (gropd/forward_batches.py)
+    share_prompt_forward: bool = False  # a group's prompt forwarded once, its KV cache reused by its G responses
+    old_logprobs: Literal["recompute", "sampler"] = "recompute"  # π_S,old: a trainer forward, or the sampler's own
+    max_prompt_tokens: int = Field(ge=1, default=2048)  # vLLM engines: max_model_len = this + max_new_tokens
+    rollout_gpu_fraction: float = Field(gt=0, le=1, default=0.3)  # vLLM gpu_memory_utilization of each engine
+    teacher_gpu_fraction: float = Field(gt=0, le=1, default=0.3)
+    eval_gpu_fraction: float = Field(gt=0, le=1, default=0.85)
+    teacher_max_batched_tokens: int = Field(ge=1, default=4096)  # bounds vLLM's prompt_logprobs workspace
 
 
 class TrackingSettings(Strict):

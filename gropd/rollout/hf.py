@@ -67,13 +67,15 @@ class _BufferLayer(DynamicLayer):
         return self.length
 
     def batch_repeat_interleave(self, repeats: int) -> None:
-        self._keys = self._keys.repeat_interleave(repeats, dim=0)
-        self._values = self._values.repeat_interleave(repeats, dim=0)
-        self._views()
+        if self.is_initialized:  # as DynamicLayer: an empty layer has nothing to repeat
+            self._keys = self._keys.repeat_interleave(repeats, dim=0)
+            self._values = self._values.repeat_interleave(repeats, dim=0)
+            self._views()
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        self._keys, self._values = self._keys[indices], self._values[indices]
-        self._views()
+        if self.is_initialized:
+            self._keys, self._values = self._keys[indices], self._values[indices]
+            self._views()
 
 
 def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -162,7 +164,13 @@ def _decode(
         if finished.float().mean() >= COMPACT_FRACTION:
             keep = (~finished).nonzero().squeeze(-1)
             cache.batch_select_indices(keep)
-            active, drawn, mask, positions, finished = active[keep], drawn[keep], mask[keep], positions[keep], finished[keep]
+            active, drawn, mask, positions, finished = (
+                active[keep],
+                drawn[keep],
+                mask[keep],
+                positions[keep],
+                finished[keep],
+            )
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
         logits = model(
             input_ids=drawn.masked_fill(finished[:, None], pad_id),

