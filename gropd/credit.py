@@ -18,10 +18,13 @@ grouped in consecutive blocks of `G` (row `g*G + j` is response `j` of prompt `g
 with padding on either side. Nothing here loops over tokens; everything runs on
 whatever device the inputs live on.
 
-Deviation from the paper (which does not discuss it): a *degenerate* group, whose
-σ is below `sigma_floor` (identical responses) or undefined (G = 1 with the
-Bessel-corrected std), has no relative signal. By default its advantages are 0
-and it is reported by `degenerate_groups`; the rule is chosen by name.
+Deviation from the paper (which does not discuss it): a *degenerate* group has no relative
+signal: its σ is at most `sigma_floor · max(1, |μ|)` (identical responses, whose scores differ
+only by float noise) or undefined (G = 1 with the Bessel-corrected std). The floor is relative
+because float noise in S grows with |S| and with the forward's padding layout: identical responses
+of the tiny world scored in different layouts gave σ/|μ| up to 1e-7 here and ~1e-6 in earlier runs
+(σ of 1e-5–1e-4 at |S| ≈ 85), which an absolute floor of 1e-6 let through. By default a degenerate
+group's advantages are 0 and it is counted (`degenerate_groups`); the rule is chosen by name.
 """
 
 from __future__ import annotations
@@ -89,23 +92,26 @@ def group_stats(S: torch.Tensor, group_size: int, std: str = "unbiased") -> tupl
     return mu, sigma
 
 
-def _is_degenerate(sigma: torch.Tensor, group_size: int, std: str, sigma_floor: float) -> torch.Tensor:
-    """Bool `[B//G]` from the group σ: below the floor, or undefined (G = 1, unbiased)."""
+def _is_degenerate(
+    mu: torch.Tensor, sigma: torch.Tensor, group_size: int, std: str, sigma_floor: float
+) -> torch.Tensor:
+    """Bool `[B//G]`: σ ≤ sigma_floor · max(1, |μ|), or σ undefined (G = 1, unbiased)."""
     if group_size == 1 and std == "unbiased":
         return torch.ones_like(sigma, dtype=torch.bool)
-    return sigma < sigma_floor
+    return sigma <= sigma_floor * mu.abs().clamp(min=1.0)
 
 
 def degenerate_groups(
-    S: torch.Tensor, group_size: int, std: str = "unbiased", sigma_floor: float = 1e-6
+    S: torch.Tensor, group_size: int, std: str = "unbiased", sigma_floor: float = 1e-5
 ) -> torch.Tensor:
     """Bool `[B//G]`: True where a group has no usable relative signal.
 
-    A group is degenerate when `σ < sigma_floor`, or when `G = 1` under the
-    unbiased convention (σ undefined), whatever the floor.
+    A group is degenerate when `σ ≤ sigma_floor · max(1, |μ|)` (a floor relative to the group's
+    scale: module docstring), or when `G = 1` under the unbiased convention (σ undefined),
+    whatever the floor.
     """
-    _, sigma = group_stats(S, group_size, std)
-    return _is_degenerate(sigma, group_size, std, sigma_floor)
+    mu, sigma = group_stats(S, group_size, std)
+    return _is_degenerate(mu, sigma, group_size, std, sigma_floor)
 
 
 def _zero_degenerate(A: torch.Tensor, is_degenerate: torch.Tensor) -> torch.Tensor:
@@ -139,7 +145,7 @@ def _calibrated_credit(
     if eps < 0:
         raise ValueError(f"eps must be >= 0, got {eps}")
     mu, sigma = group_stats(S, group_size, std)
-    is_degenerate = _is_degenerate(sigma, group_size, std, sigma_floor)
+    is_degenerate = _is_degenerate(mu, sigma, group_size, std, sigma_floor)
     mu_i = mu.repeat_interleave(group_size)
     A = ((S - mu_i) + lam * mu_i) / (sigma.repeat_interleave(group_size) + eps)
     A = DEGENERATE_RULES[degenerate](A, is_degenerate.repeat_interleave(group_size))
@@ -153,7 +159,7 @@ def gropd_advantages(
     eps: float = 1e-6,
     std: str = "unbiased",
     *,
-    sigma_floor: float = 1e-6,
+    sigma_floor: float = 1e-5,
     degenerate: str = "zero",
 ) -> torch.Tensor:
     """Calibrated sequence credit `A_i = ((S_i − μ) + λ·μ) / (σ + ε)`, `[B]`.
@@ -184,19 +190,19 @@ def pressure(
     lam: float,
     eps: float = 1e-6,
     std: str = "unbiased",
-    sigma_floor: float = 1e-6,
+    sigma_floor: float = 1e-5,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Table 2's batch proxies: `P = mean_g |μ_g| / (σ_g + ε)` and retained `λ·P`.
 
     Returns two 0-dim tensors `(normalised, retained)`. The mean runs over the groups with
-    a relative signal: a degenerate group (`degenerate_groups`: σ below `sigma_floor`, or
+    a relative signal: a degenerate group (`degenerate_groups`: σ ≤ sigma_floor · max(1, |μ|), or
     undefined) is left out, since its |μ|/(σ + ε) measures ε rather than the teacher and
     would swamp the batch (up to |μ|/ε). NaN when every group is degenerate.
     """
     if eps <= 0:
         raise ValueError(f"pressure needs eps > 0 to stay finite, got {eps}")
     mu, sigma = group_stats(S, group_size, std)
-    usable = ~_is_degenerate(sigma, group_size, std, sigma_floor)
+    usable = ~_is_degenerate(mu, sigma, group_size, std, sigma_floor)
     normalised = (mu.abs() / (sigma + eps))[usable].mean()
     return normalised, lam * normalised
 
@@ -268,7 +274,7 @@ def token_advantages(
     lam: float,
     eps: float = 1e-6,
     std: str = "unbiased",
-    sigma_floor: float = 1e-6,
+    sigma_floor: float = 1e-5,
     degenerate: str = "zero",
 ) -> tuple[torch.Tensor, dict[str, int]]:
     """Per-token advantages `[B, T]` and stats `{"degenerate_groups": int}` by rule name.

@@ -1,13 +1,12 @@
-"""Which rows go into which forward: a token budget, prompt groups kept together, rows of alike
-length side by side, and the same number of forwards on every data-parallel rank.
+"""Which rows go into which forward: a token budget, rows of alike length side by side, and the same
+number of forwards on every data-parallel rank.
 
 A forward's cost is its packed tokens: rows x (longest prompt + longest response), or with shared
 prompts (gropd/logprobs.py: shared_prompt_logprobs) distinct prompts x longest prompt + rows x
-longest response. `plan_forwards` sorts the batch's units (a prompt's group of rows when prompts are
-shared, else single rows) by their longest response and fills forwards in that order while the cost
-stays within `max_tokens` and the rows within `max_rows`; a row that alone exceeds the budget goes
-alone. Under FSDP every forward (and backward) is a collective, so each rank runs as many as the
-busiest rank (`even_out`).
+longest response. `plan_forwards` sorts the rows by response length and fills forwards in that order
+while the cost stays within `max_tokens` and the rows within `max_rows` (rows of alike length side by
+side: little padding); a row that alone exceeds the budget goes alone. Under FSDP every forward (and
+backward) is a collective, so each rank runs as many as the busiest rank (`even_out`).
 """
 
 from __future__ import annotations
@@ -17,17 +16,6 @@ from collections.abc import Callable
 import torch
 
 from gropd.logprobs import rows_logprobs
-
-
-def prompt_groups(prompt_ids: list[list[int]]) -> list[list[int]]:
-    """Runs of consecutive rows with the same prompt (a rollout batch's groups of G), in order."""
-    groups: list[list[int]] = []
-    for row, prompt in enumerate(prompt_ids):
-        if groups and prompt_ids[groups[-1][0]] == prompt:
-            groups[-1].append(row)
-        else:
-            groups.append([row])
-    return groups
 
 
 def forward_cost(prompt_ids: list[list[int]], response_ids: list[list[int]], rows: list[int], share: bool) -> int:
@@ -44,13 +32,11 @@ def plan_forwards(
     max_rows: int | None = None,
     share_prompts: bool = False,
 ) -> list[list[int]]:
-    """Every row in exactly one forward (module docstring); rows listed in batch order within a unit."""
+    """Every row in exactly one forward (module docstring), shortest responses first."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
-    units = prompt_groups(prompt_ids) if share_prompts else [[r] for r in range(len(prompt_ids))]
-    units.sort(key=lambda unit: (max(len(response_ids[r]) for r in unit), unit[0]))
     forwards: list[list[int]] = []
-    for row in (r for unit in units for r in unit):
+    for row in sorted(range(len(prompt_ids)), key=lambda r: (len(response_ids[r]), r)):
         current = forwards[-1] if forwards else None
         fits = current is not None and (max_rows is None or len(current) < max_rows)
         if fits and forward_cost(prompt_ids, response_ids, current + [row], share_prompts) <= max_tokens:

@@ -160,9 +160,11 @@ def test_pressure_hand_example_and_degenerate_groups_left_out():
     normalised, retained = pressure(t([2.0, 2.0, 1.0, 3.0]), 2, lam=0.25)
     assert normalised.item() == pytest.approx(2 / (math.sqrt(2) + 1e-6), rel=1e-12)
     assert retained.item() == pytest.approx(0.25 * normalised.item(), rel=1e-15)
-    # a σ just above the floor still counts: [2, 2 + 2e-6] has σ = √2·1e-6 > 1e-6
-    normalised, _ = pressure(t([2.0, 2.0 + 2e-6]), 2, lam=1.0)
-    assert normalised.item() == pytest.approx(2.000001 / (math.sqrt(2) * 1e-6 + 1e-6), rel=1e-6)
+    # a σ just above the floor still counts: [2, 2 + 4e-5] has σ = √2·2e-5 > 1e-5 x |μ| = 2.00002e-5;
+    # [2, 2 + 2e-5] has σ = √2·1e-5 < 2.00001e-5: left out
+    normalised, _ = pressure(t([2.0, 2.0 + 4e-5]), 2, lam=1.0)
+    assert normalised.item() == pytest.approx(2.00002 / (math.sqrt(2) * 2e-5 + 1e-6), rel=1e-5)
+    assert math.isnan(pressure(t([2.0, 2.0 + 2e-5]), 2, lam=1.0)[0].item())
     normalised, _ = pressure(t([4.0, -2.0]), 1, lam=1.0)  # G = 1, Bessel: σ undefined, every group left out
     assert math.isnan(normalised.item())
     with pytest.raises(ValueError, match="eps > 0"):
@@ -295,3 +297,20 @@ def test_results_do_not_depend_on_group_order(data, lam, rng):
     assert torch.equal(gropd_advantages(S[rows], G, lam), A[rows])
     assert torch.equal(degenerate_groups(S[rows], G), degenerate_groups(S, G)[torch.tensor(order)])
     assert pressure(S[rows], G, lam)[0].item() == pytest.approx(pressure(S, G, lam)[0].item(), rel=1e-12, nan_ok=True)
+
+
+def test_degenerate_floor_is_relative_to_the_groups_scale():
+    # identical responses at S ≈ -85 whose scores differ by float noise: σ ≈ 1.3e-5 passes an absolute floor of
+    # 1e-6 but not the relative one (1e-5 x 85 = 8.5e-4); a group differing by one token (σ ~ 0.3) is kept
+    noise = t([-85.0, -85.00001, -84.99998, -85.00002, -85.0, -84.99999, -85.00001, -85.00002])
+    varied = t([-85.0, -85.4, -84.7, -85.0, -85.2, -84.9, -85.1, -85.3])
+    assert 1e-6 < float(group_stats(noise, 8)[1][0]) < 1e-4
+    assert degenerate_groups(torch.cat([noise, varied]), 8, sigma_floor=1e-5).tolist() == [True, False]
+    # below |μ| = 1 the floor is absolute: σ 5e-6 at μ 0.5 is degenerate, σ 2e-5 is not
+    assert degenerate_groups(t([0.5 - 5e-6, 0.5 + 5e-6]), 2, "population", sigma_floor=1e-5).tolist() == [True]
+    assert degenerate_groups(t([0.5 - 2e-5, 0.5 + 2e-5]), 2, "population", sigma_floor=1e-5).tolist() == [False]
+    # the pressure proxies leave the noise group out: only the varied group's |μ| / σ counts
+    normalised, retained = pressure(torch.cat([noise, varied]), 8, lam=0.25, sigma_floor=1e-5)
+    _, sigma_varied = group_stats(varied, 8)
+    assert float(normalised) == pytest.approx(85.075 / (float(sigma_varied[0]) + 1e-6), rel=1e-6)
+    assert float(retained) == pytest.approx(0.25 * float(normalised), rel=1e-12)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from gropd.forward_batches import even_out, forward_cost, no_grad_logprobs, plan_forwards, prompt_groups
+from gropd.forward_batches import even_out, forward_cost, no_grad_logprobs, plan_forwards
 from gropd.logprobs import pack, response_logprobs
 
 CPU = torch.device("cpu")
@@ -41,16 +41,16 @@ def test_rows_in_forwards_by_hand() -> None:
         plan_forwards(prompts, responses, 0)
 
 
-def test_shared_prompts_keep_groups_together_and_count_a_prompt_once() -> None:
+def test_shared_prompts_are_counted_once_a_forward() -> None:
     prompts = [[7, 7, 7]] * 3 + [[8, 8]] * 2
     responses = [[1] * 5, [1] * 1, [1] * 2, [1] * 1, [1] * 3]
-    assert prompt_groups(prompts) == [[0, 1, 2], [3, 4]]
-    # shared: group [3, 4] (longest 3) before [0, 1, 2] (longest 5); one prompt x 2 + 2 rows x 3 = 8
+    # one prompt x 2 + 2 rows x 3 = 8 shared; 2 x (2 + 3) = 10 packed
     assert forward_cost(prompts, responses, [3, 4], share=True) == 1 * 2 + 2 * 3
     assert forward_cost(prompts, responses, [3, 4], share=False) == 2 * (2 + 3)
-    # all five: 2 prompts x 3 + 5 rows x 5 = 31
-    assert plan_forwards(prompts, responses, 31, share_prompts=True) == [[3, 4, 0, 1, 2]]
-    assert plan_forwards(prompts, responses, 30, share_prompts=True) == [[3, 4, 0, 1], [2]]
+    # sorted by length: rows 1 (1), 3 (1), 2 (2), 4 (3), 0 (5); all five: 2 prompts x 3 + 5 rows x 5 = 31
+    assert plan_forwards(prompts, responses, 31, share_prompts=True) == [[1, 3, 2, 4, 0]]
+    # budget 20: [1, 3, 2] 2 x 3 + 3 x 2 = 12, + row 4: 2 x 3 + 4 x 3 = 18, + row 0: 31 > 20
+    assert plan_forwards(prompts, responses, 20, share_prompts=True) == [[1, 3, 2, 4], [0]]
 
 
 def test_even_out_halves_the_largest_then_pads_with_empty_forwards() -> None:

@@ -73,8 +73,12 @@ class _BufferLayer(DynamicLayer):
             self._views()
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        if self.is_initialized:
-            self._keys, self._values = self._keys[indices], self._values[indices]
+        if self.is_initialized:  # copies the filled positions only, not the whole capacity
+            for name in ("_keys", "_values"):
+                old = getattr(self, name)
+                kept = old.new_empty(len(indices), *old.shape[1:])
+                kept[:, :, : self.length] = old[indices, :, : self.length]
+                setattr(self, name, kept)
             self._views()
 
 
@@ -89,7 +93,7 @@ def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return kept / kept.sum(dim=-1, keepdim=True)
 
 
-@torch.no_grad()
+@torch.inference_mode()  # outputs leave as lists: nothing of it reaches autograd
 def sample(
     model: torch.nn.Module,
     prompt_ids: list[list[int]],
