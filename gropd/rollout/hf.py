@@ -67,19 +67,21 @@ class _BufferLayer(DynamicLayer):
         return self.length
 
     def batch_repeat_interleave(self, repeats: int) -> None:
-        if self.is_initialized:  # as DynamicLayer: an empty layer has nothing to repeat
-            self._keys = self._keys.repeat_interleave(repeats, dim=0)
-            self._values = self._values.repeat_interleave(repeats, dim=0)
-            self._views()
+        self.batch_select_indices(
+            torch.arange(len(self._keys)).repeat_interleave(repeats) if self.is_initialized else None
+        )
 
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        if self.is_initialized:  # copies the filled positions only, not the whole capacity
-            for name in ("_keys", "_values"):
-                old = getattr(self, name)
-                kept = old.new_empty(len(indices), *old.shape[1:])
-                kept[:, :, : self.length] = old[indices, :, : self.length]
-                setattr(self, name, kept)
-            self._views()
+    def batch_select_indices(self, indices: torch.Tensor | None) -> None:
+        """Keep batch rows `indices` (in that order; repeats allowed). Only the filled positions are copied,
+        not the whole capacity; an empty layer (as DynamicLayer) has nothing to select."""
+        if not self.is_initialized:
+            return
+        for name in ("_keys", "_values"):
+            old = getattr(self, name)
+            kept = old.new_empty(len(indices), *old.shape[1:])
+            kept[:, :, : self.length] = old[indices.to(old.device), :, : self.length]
+            setattr(self, name, kept)
+        self._views()
 
 
 def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
