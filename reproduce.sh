@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GR-OPD reproduction: the paper's procedure, top to bottom.
 #
-#   ./reproduce.sh TARGET [--profile tiny|paper] [--seeds N] [--jobs N] [--full] [--dry-run] [--from-results] [--force] [key.path=value ...]
+#   ./reproduce.sh TARGET [--profile tiny|paper] [--seeds N] [--jobs N] [--full] [--dry-run] [--from-results]
+#                         [--results DIR] [--force] [key.path=value ...]
 #
 # Targets
 #   table1   train + evaluate the 5 pairings x {GR-OPD, vanilla OPD}, then write Table 1
@@ -23,7 +24,8 @@
 #   test     run the test suite
 #
 # Without --profile: paper when CUDA is present, tiny otherwise (it says which and why).
-# --from-results rebuilds artefacts from results/ without running anything.
+# --from-results rebuilds artefacts from results/ without running anything; --results DIR reads and writes
+#   runs under DIR instead of results/ (results/reference/ holds the committed tiny runs behind the README).
 # --full (tiny profile) evaluates every question (1,000 per suite) instead of the first 200.
 # --jobs N runs up to N runs of the grids at once, each its own process, backend.threads = cores / N
 #   (tiny profile: one run per core by default; its runs use one thread, so the results are the same).
@@ -60,7 +62,7 @@ case "$target" in
   table1|table2|fig1|fig3|fig4|table6|tables|claims|all|runs|status|pin|world|rehearse|test) ;;
   *) echo "unknown target '$target'" >&2; usage >&2; exit 2;;
 esac
-profile=""; seeds=""; jobs=""; dry=""; from_results=""; force=""; passthrough=()
+profile=""; seeds=""; jobs=""; dry=""; from_results=""; force=""; results=""; passthrough=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) profile=$2; shift 2;;
@@ -71,6 +73,8 @@ while [ $# -gt 0 ]; do
     --full) passthrough+=("eval.questions=null"); shift;;
     --dry-run) dry=--dry-run; shift;;
     --from-results) from_results=1; shift;;
+    --results) results=$2; shift 2;;
+    --results=*) results=${1#*=}; shift;;
     --force) force=--force; shift;;
     -h|--help) usage; exit 0;;
     *) passthrough+=("$1"); shift;;
@@ -83,7 +87,7 @@ py() { .venv/bin/python "$@"; }
 if [ -z "$profile" ] && [[ "$target" != test && "$target" != pin && "$target" != status && "$target" != rehearse ]]; then
   profile=$(py -m gropd.hardware) || exit 2   # paper with CUDA, tiny without a GPU; stops on a GPU node torch cannot use
 fi
-gropd() { py -m gropd.cli "$@"; }
+gropd() { py -m gropd.cli ${results:+--results "$results"} "$@"; }
 if [ -z "$jobs" ] && [ "$profile" = tiny ]; then  # one run per core: the tiny profile's runs use one thread each
   jobs=$(py -c "from gropd.threads import usable_cores; print(usable_cores())")
   echo "tiny profile: --jobs $jobs (one run per core, results as one at a time; --jobs 1 to run them in turn)" >&2

@@ -128,14 +128,17 @@ def beats_world(tmp_path):
 def test_beats_per_pairing_and_overall(beats_world):
     section = beats_section(report_context(beats_world))
     text = "\n".join(section.evidence)
-    # P1: 32 − 21 = +11 > 2 x max(2, 1) = 4.
-    row = f"| {T1} | GR-OPD (λ=0.25, γ=0.99): 32.00 ± 2.00 (n=3) | 21.00 ± 1.00 (n=3) | +11.00 | 4.00 | reproduced |"
+    # P1: per-seed differences 10, 11, 12: mean 11, sd 1; t(0.975, 2) = 4.3027, half-width 4.3027 / √3 = 2.48
+    row = (
+        f"| {T1} | GR-OPD (λ=0.25, γ=0.99): 32.00 ± 2.00 (n=3) | 21.00 ± 1.00 (n=3) | +11.00 ± 1.00 (n=3) | "
+        "[+8.52, +13.48] | GR-OPD better | reproduced |"
+    )
     assert row in text
-    assert f"- {T1}: reproduced — GR-OPD ahead by +11.00 > noise bound 4.00" in text
-    # P2: 24 − 23 = +1 within 2 x 4 = 8.
-    assert f"- {T2}: not reproduced — within noise (+1.00, noise bound 8.00)" in text
+    assert f"- {T1}: reproduced — GR-OPD better (+11.00 ± 2.48 over 3 paired seeds)" in text
+    # P2: differences −2, 1, 4: mean 1, sd 3, half-width 4.3027 x 3 / √3 = 7.45: the interval holds 0
+    assert f"- {T2}: not reproduced — no difference resolved at 3 seeds (+1.00 ± 7.45 over 3 paired seeds)" in text
     # P3: OPD collapsed in both seeds, GR-OPD in none.
-    assert f"| {T3} | GR-OPD (λ=0, γ=0.99): 5.50 ± 0.71 (n=2) | —, Collapse in 2 of 2 | — | — | reproduced |" in text
+    assert f"| {T3} | GR-OPD (λ=0, γ=0.99): 5.50 ± 0.71 (n=2) | —, Collapse in 2 of 2 | — | — | — | reproduced |" in text
     assert f"- {T3}: reproduced — vanilla OPD collapsed in 2 of 2 seeds, GR-OPD in none (a collapse loses)" in text
     # P4: one GR-OPD seed.
     assert (
@@ -143,16 +146,20 @@ def test_beats_per_pairing_and_overall(beats_world):
         f"`table1__{P4}__gropd` seeds 1, 2; `table1__{P4}__opd` seed 2 (`./reproduce.sh table1 --seeds 3`)"
     ) in text
     assert (section.verdict.outcome, section.verdict.reason) == ("not reproduced", f"not reproduced in {T2}")
-    # one GR-OPD seed has no spread: the noise bound is not shown.
-    assert f"| {T4} | GR-OPD (λ=0.25, γ=0.99): 10.00 (n=1) | 8.50 ± 0.71 (n=2) | +1.50 | — | not tested |" in text
+    # one seed pair (seed 0: 10 vs 9) has no interval
+    row = (
+        f"| {T4} | GR-OPD (λ=0.25, γ=0.99): 10.00 (n=1) | 8.50 ± 0.71 (n=2) | +1.00 ± 0.00 (n=1) | — | "
+        "no difference resolved at 1 seed | not tested |"
+    )
+    assert row in text
     assert f"`table1__{P1}__gropd__seed2` (finished)" in "\n".join(section.evidence)
 
 
 @pytest.mark.parametrize(
     "gropd, opd, outcome, reason",
     [
-        ([30.0, 31.0], [20.0, 21.0], "reproduced", "GR-OPD ahead by +10.00 > noise bound 1.41"),
-        ([20.0, 21.0], [30.0, 31.0], "not reproduced", "vanilla OPD ahead beyond noise (-10.00, noise bound 1.41)"),
+        ([30.0, 31.0], [20.0, 21.0], "reproduced", "GR-OPD better (+10.00 ± 0.00 over 2 paired seeds)"),
+        ([20.0, 21.0], [30.0, 31.0], "not reproduced", "vanilla OPD better (-10.00 ± 0.00 over 2 paired seeds)"),
         ([None, 21.0], [30.0, 31.0], "not reproduced", "GR-OPD collapsed in 1 of 2 seeds"),
         (
             [None, 21.0],

@@ -28,7 +28,16 @@ from gropd.report.formats import pipe_table, plain
 from gropd.report.loading import GridRun, grid_runs, group_runs
 from gropd.report.scores import finished_summaries, macro
 from gropd.report.seeds import seed_stats
-from gropd.report.verdicts import RULES, Verdict, beats, beyond_noise, combine, distillation
+from gropd.report.verdicts import (
+    PAIRED_CONFIDENCE,
+    RULES,
+    Verdict,
+    beats,
+    combine,
+    comparison,
+    distillation,
+    paired_difference,
+)
 
 
 @dataclass(frozen=True)
@@ -130,6 +139,12 @@ def distillation_section(ctx: ReportContext) -> Section:
     )
 
 
+def by_seed(scores: Scores, runs: list[GridRun]) -> dict[int, float]:
+    """A setting's usable final macros keyed by seed (the pairing of the paired comparison)."""
+    seeds = {run.run_id: int(run.field("seed", 0)) for run in runs}
+    return {seeds[run_id]: value for run_id, value in scores.values.items()}
+
+
 def pairing_comparisons(
     ctx: ReportContext, settings: list[Setting], suites: list[str]
 ) -> tuple[list[list[str]], dict[str, Verdict], list[str]]:
@@ -142,26 +157,22 @@ def pairing_comparisons(
         if gropd is None or opd is None:
             continue
         a, b = final_scores(gropd.runs, suites), final_scores(opd.runs, suites)
-        verdict = beats(
-            list(a.values.values()),
-            len(a.collapsed),
-            list(b.values.values()),
-            len(b.collapsed),
-            ("GR-OPD", "vanilla OPD"),
-        )
+        seeds_a, seeds_b = by_seed(a, gropd.runs), by_seed(b, opd.runs)
+        verdict = beats(seeds_a, len(a.collapsed), seeds_b, len(b.collapsed), ("GR-OPD", "vanilla OPD"))
         verdict = name_missing(verdict, {"table1": lacking(ctx, [gropd, opd], a.usable | b.usable)})
-        diff, noise = (None, None)
-        if a.values and b.values:
-            diff, noise = beyond_noise(list(a.values.values()), list(b.values.values()))
-            noise = noise if min(len(a.values), len(b.values)) > 1 else None  # no spread from one seed
+        paired = paired_difference(seeds_a, seeds_b)
         verdicts[title(ctx, pairing)] = verdict
         rows.append(
             [
                 title(ctx, pairing),
                 f"{gropd.label()}: {a.text(decimals)}",
                 b.text(decimals),
-                signed(diff, decimals),
-                "—" if noise is None else f"{noise:.{decimals}f}",
+                "—" if paired.n == 0 else f"{paired.mean:+.{decimals}f} ± {paired.spread:.{decimals}f} (n={paired.n})",
+                "—"
+                if paired.n < 2
+                else f"[{paired.mean - paired.half_width:+.{decimals}f}, "
+                f"{paired.mean + paired.half_width:+.{decimals}f}]",
+                "—" if paired.n == 0 or a.collapsed or b.collapsed else comparison(paired, ("GR-OPD", "OPD")),
                 verdict.outcome,
             ]
         )
@@ -169,7 +180,15 @@ def pairing_comparisons(
     return rows, verdicts, missing
 
 
-COMPARISON_HEADER = ["pairing", "GR-OPD", "vanilla OPD", "difference", "noise bound", "verdict"]
+COMPARISON_HEADER = [
+    "pairing",
+    "GR-OPD",
+    "vanilla OPD",
+    "paired difference (mean ± std)",
+    f"{PAIRED_CONFIDENCE:.0%} interval",
+    "comparison",
+    "verdict",
+]
 
 
 def beats_section(ctx: ReportContext) -> Section:
@@ -177,7 +196,7 @@ def beats_section(ctx: ReportContext) -> Section:
     suites = list(ctx.section("suites"))
     settings = settings_of(grid_runs(ctx, "table1"), "table1", ctx.train_defaults())
     rows, verdicts, missing = pairing_comparisons(ctx, settings, suites)
-    evidence = ["Macro Avg@K (%) from grid table1; difference = mean(GR-OPD) − mean(OPD).", ""]
+    evidence = ["Macro Avg@K (%) from grid table1; paired difference = GR-OPD − OPD of the same seed.", ""]
     evidence += pipe_table(COMPARISON_HEADER, [plain(row) for row in rows])
     evidence += [""] + verdict_bullets(verdicts)
     return Section(

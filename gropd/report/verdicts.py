@@ -26,6 +26,7 @@ TREND_FRACTION = 0.1  # length and reward trends: mean over the first vs the las
 REWARD_FALL = 0.5  # unstable: reward over the last 10% below this fraction of the first 10%
 LENGTH_NEAR_CAP = 0.5  # unstable: mean length over the last 10% at least this fraction of the cap, and grown
 LARGE_LAMBDA = 0.5  # "too much retained pressure": the paper's largest λ, compared with every smaller λ
+PAIRED_CONFIDENCE = 0.95  # GR-OPD vs OPD: the two-sided t interval of the mean paired (same-seed) difference
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,15 @@ def too_few(counts: dict[str, int], need: int = MIN_SEEDS) -> Verdict | None:
 
 
 def beats(
-    better: list[float], better_collapsed: int, worse: list[float], worse_collapsed: int, names: tuple[str, str]
+    better: dict[int, float],
+    better_collapsed: int,
+    worse: dict[int, float],
+    worse_collapsed: int,
+    names: tuple[str, str],
 ) -> Verdict:
-    """'`names[0]` beats `names[1]`' from final scores and collapse counts. A collapse loses (as in
-    Table 1): reproduced when only the other side collapsed; otherwise the means must differ beyond noise."""
+    """'`names[0]` beats `names[1]`' from final scores by seed and collapse counts. A collapse loses (as in
+    Table 1): reproduced when only the other side collapsed; otherwise the paired interval of the same
+    seeds' differences must lie above 0 (comparison)."""
     a, b = names
     counts = {a: len(better) + better_collapsed, b: len(worse) + worse_collapsed}
     if short := too_few(counts):
@@ -73,12 +79,54 @@ def beats(
         return Verdict(
             REPRODUCED, f"{b} collapsed in {worse_collapsed} of {counts[b]} seeds, {a} in none (a collapse loses)"
         )
-    diff, noise = beyond_noise(better, worse)
-    if diff > noise:
-        return Verdict(REPRODUCED, f"{a} ahead by {diff:+.2f} > noise bound {noise:.2f}")
-    if -diff > noise:
-        return Verdict(NOT_REPRODUCED, f"{b} ahead beyond noise ({diff:+.2f}, noise bound {noise:.2f})")
-    return Verdict(NOT_REPRODUCED, f"within noise ({diff:+.2f}, noise bound {noise:.2f})")
+    paired = paired_difference(better, worse)
+    if paired.n < MIN_SEEDS:
+        return Verdict(NOT_TESTED, f"needs ≥ {MIN_SEEDS} seeds run under both settings (has {paired.n})")
+    interval = f"{paired.mean:+.2f} ± {paired.half_width:.2f} over {paired.n} paired seeds"
+    outcome = REPRODUCED if paired.answer > 0 else NOT_REPRODUCED
+    return Verdict(outcome, f"{comparison(paired, names)} ({interval})")
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """The same seeds under two settings: mean of the per-seed differences a − b, its sample std, the
+    half-width of the PAIRED_CONFIDENCE t interval of the mean, and the number of seed pairs."""
+
+    mean: float
+    spread: float
+    half_width: float
+    n: int
+
+    @property
+    def answer(self) -> int:
+        """+1 when the interval lies above 0, −1 below, 0 when it holds 0 (no difference resolved)."""
+        if self.n < MIN_SEEDS:
+            return 0
+        return 1 if self.mean - self.half_width > 0 else -1 if self.mean + self.half_width < 0 else 0
+
+
+def paired_difference(a: dict[int, float], b: dict[int, float]) -> PairedDifference:
+    """PairedDifference over the seeds both `a` and `b` hold (seed -> value); one seed: no interval."""
+    from scipy.stats import t
+
+    seeds = sorted(set(a) & set(b))
+    diffs = [a[s] - b[s] for s in seeds]
+    if not diffs:
+        return PairedDifference(math.nan, math.nan, math.nan, 0)
+    stats = seed_stats(diffs)
+    if stats.n < 2:
+        return PairedDifference(stats.mean, 0.0, math.inf, 1)
+    half = float(t.ppf(0.5 + PAIRED_CONFIDENCE / 2, stats.n - 1)) * stats.spread / math.sqrt(stats.n)
+    return PairedDifference(stats.mean, stats.spread, half, stats.n)
+
+
+def comparison(paired: PairedDifference, names: tuple[str, str]) -> str:
+    """'<a> better', '<b> better' or 'no difference resolved at N seeds' from the paired interval."""
+    if paired.answer > 0:
+        return f"{names[0]} better"
+    if paired.answer < 0:
+        return f"{names[1]} better"
+    return f"no difference resolved at {paired.n} seed{'' if paired.n == 1 else 's'}"
 
 
 def distillation(student: float | None, teacher: float | None, trained: list[float], collapsed: int) -> Verdict:
@@ -213,8 +261,12 @@ RULES = {
     ),
     "beats": (
         "Per pairing: reproduced when vanilla OPD collapsed in some seed and GR-OPD in none (a collapse loses, as "
-        "in Table 1), or, with no collapse, mean(GR-OPD) − mean(OPD) is positive beyond noise. Not reproduced "
-        "when GR-OPD collapsed, OPD is ahead beyond noise, or the difference is within noise."
+        "in Table 1), or, with no collapse, the paired comparison says GR-OPD better. Paired comparison: the "
+        f"per-seed differences GR-OPD − OPD over the seeds run under both (same seed: same prompts, same "
+        f"evaluation draws), their mean ± the half-width of its two-sided {PAIRED_CONFIDENCE:.0%} t interval; "
+        "'GR-OPD better' when the interval lies above 0, 'OPD better' below, else 'no difference resolved at N "
+        f"seeds' (≥ {MIN_SEEDS} pairs needed). Not reproduced when GR-OPD collapsed or the comparison is not "
+        "'GR-OPD better'."
     ),
     "collapse": (
         f"Per cross-pattern pairing: reproduced when vanilla OPD collapsed in more than {MAJORITY:.0%} of its seeds "
