@@ -1,4 +1,4 @@
-"""When a run has collapsed (DESIGN.md §1): non-finite numbers, or the run's YAML rule firing.
+"""When a run has collapsed (docs/DESIGN.md §1): non-finite numbers, or the run's YAML rule firing.
 
 Decided from the metrics history alone, so a resumed run decides exactly as an
 uninterrupted one. Verifier reward is a monitor here, never part of the objective.

@@ -1,4 +1,4 @@
-"""Credit assignment for on-policy distillation: vanilla OPD, GR-OPD and the raw score (DESIGN.md §1).
+"""Credit assignment for on-policy distillation: vanilla OPD, GR-OPD and the raw score (docs/DESIGN.md §1).
 
 Symbols follow the paper. For response `i` of a prompt's group of `G` and its
 response token `t` (counted from 1 at the first response token), with prefix

@@ -93,3 +93,19 @@ def horizon_grid(longest: int, points: int) -> list[int]:
         raise ValueError(f"horizon_grid needs longest >= 1 and points >= 2, got {longest}, {points}")
     top = longest ** (1 / 3)
     return sorted({round((1 + (top - 1) * k / (points - 1)) ** 3) for k in range(points)})
+
+
+def separation_curve(batches: list[dict]) -> dict:
+    """J_H(H) at every horizon H = 1..the longest response, pooled over the prompts of `batches` (saved
+    rollout batches: f, mask, correct, group_size): {"horizons", "values", "informative", "prompts",
+    "reward"}, with "values" None when no prompt has both correct and incorrect responses. What a scoring
+    pass records (horizon.json) for Figure 1(b), which picks its horizons from it."""
+    longest = max(int(b["mask"].sum(dim=1).max()) for b in batches)
+    prompts = sum(b["f"].shape[0] // b["group_size"] for b in batches)
+    reward = float(torch.cat([b["correct"].float() for b in batches]).mean())
+    horizons = list(range(1, max(longest, 1) + 1))
+    aucs = torch.cat(
+        [prompt_aucs(b["f"].double(), b["mask"], b["correct"], b["group_size"], horizons) for b in batches]
+    )
+    values = aucs.mean(dim=0).tolist() if aucs.shape[0] else None
+    return {"horizons": horizons, "values": values, "informative": aucs.shape[0], "prompts": prompts, "reward": reward}

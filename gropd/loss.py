@@ -1,4 +1,4 @@
-"""The PPO-style clipped policy update (DESIGN.md §1, "Update").
+"""The PPO-style clipped policy update (docs/DESIGN.md §1, "Update").
 
 Per response token, with `ρ = π_θ(y_t|h_t) / π_S,old(y_t|h_t) = exp(logp_new − logp_old)`:
 

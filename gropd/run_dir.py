@@ -94,6 +94,7 @@ class RunDir:
         self.final = root / "final"
         self.eval_dir = root / "eval"
         self.summary_path = self.eval_dir / "summary.json"
+        self.horizon_path = root / "horizon.json"  # a scoring pass's J_H(H) (gropd.horizon.separation_curve)
 
     @property
     def afresh(self) -> str:
@@ -189,6 +190,15 @@ class RunDir:
         kept = [record for record in self.read_metrics() if record["step"] <= last_step]
         atomic_write_text(self.metrics_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
         return kept
+
+    def read_horizon(self) -> dict[str, Any] | None:
+        """horizon.json (a scoring pass's J_H at every horizon), None when absent."""
+        if not self.horizon_path.exists():
+            return None
+        curve = _read_json(self.horizon_path, self.remedy)
+        if not isinstance(curve, dict) or not {"horizons", "values", "informative", "prompts"} <= set(curve):
+            raise RunFileError(str(self.horizon_path), "not a J_H record (horizons, values, ...)", self.remedy)
+        return curve
 
     def read_summary(self) -> dict[str, Any] | None:
         """eval/summary.json, None when absent."""

@@ -4,8 +4,9 @@ The student (never updated) samples `train.steps` rollout batches of `train.prom
 training prompts x G responses in its own mode, exactly as a training run's rollouts (same
 sampler, seeds, teacher rendering and grader: `gropd.trainer.collect_rollout`, `grade_rollout`).
 Each batch is saved as `batches/step_<N>_rank<R>.pt` (`gropd.trainer.dump_rollout`: f, mask,
-per-response `correct`, group_size) with one metrics.jsonl line; Figure 1(b) computes J_H(H)
-from them (`gropd.horizon`). Nothing is trained, checkpointed or evaluated. An interrupted pass
+per-response `correct`, group_size) with one metrics.jsonl line; at the end rank 0 writes
+horizon.json, J_H(H) at every horizon from all of them (`gropd.horizon.separation_curve`), which
+Figure 1(b) reads. Nothing is trained, checkpointed or evaluated. An interrupted pass
 starts again from batch 1: every batch is a function of (seed, step, rank) alone.
 """
 
@@ -14,8 +15,12 @@ from __future__ import annotations
 import sys
 import time
 
+import torch
+
+from gropd.atomic import atomic_write_json
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
+from gropd.horizon import separation_curve
 from gropd.run_dir import RunDir
 from gropd.trainer import collect_rollout, dump_path, dump_rollout, grade_rollout, rollout_metrics, step_seed
 from gropd.training_run import build_context, local_questions, make_accelerator
@@ -54,4 +59,7 @@ def score_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
     finally:
         ctx.grader.close()
     accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        batches = [torch.load(path, weights_only=True) for path in sorted(ctx.dump_dir.glob("*.pt"))]
+        atomic_write_json(run_dir.horizon_path, separation_curve(batches))
     return {"status": "finished", "reason": None, "collapse_step": None}

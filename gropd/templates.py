@@ -1,6 +1,6 @@
 """Prompt rendering for every model mode, in one place, for both profiles.
 
-Three modes (DESIGN.md §2, Table 6):
+Three modes (docs/DESIGN.md §3; the paper's Table 6):
 
     default   a base model, plain continuation, no chat template:
                   "Question: {question} {instruction}\\nAnswer:"

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 P1, P2, P3, P4 = "I4nothink-I1.7nothink", "I32nothink-I1.7nothink", "I4think-B1.7", "B4-B1.7"
 P5 = "I32think-B1.7"
 TINY_SUITES = ("add", "sub", "mul")
-PAPER_SUITES = {  # key: (title, K, paper questions), DESIGN.md Table 5
+PAPER_SUITES = {  # key: (title, K, paper questions), docs/DESIGN.md §2 (Table 5)
     "aime24": ("AIME 2024", 32, 30),
     "aime25": ("AIME 2025", 32, 30),
     "amc23": ("AMC 2023", 32, 40),

@@ -1,4 +1,4 @@
-"""The manifests say what the paper says (DESIGN.md §2, Tables 3–5), and grids expand as designed."""
+"""The manifests say what the paper says (docs/DESIGN.md §2, Tables 3–5), and grids expand as designed."""
 
 from __future__ import annotations
 

@@ -138,7 +138,9 @@ def test_beats_per_pairing_and_overall(beats_world):
     # P2: differences −2, 1, 4: mean 1, sd 3, half-width 4.3027 x 3 / √3 = 7.45: the interval holds 0
     assert f"- {T2}: not reproduced — no difference resolved at 3 seeds (+1.00 ± 7.45 over 3 paired seeds)" in text
     # P3: OPD collapsed in both seeds, GR-OPD in none.
-    assert f"| {T3} | GR-OPD (λ=0, γ=0.99): 5.50 ± 0.71 (n=2) | —, Collapse in 2 of 2 | — | — | — | reproduced |" in text
+    assert (
+        f"| {T3} | GR-OPD (λ=0, γ=0.99): 5.50 ± 0.71 (n=2) | —, Collapse in 2 of 2 | — | — | — | reproduced |" in text
+    )
     assert f"- {T3}: reproduced — vanilla OPD collapsed in 2 of 2 seeds, GR-OPD in none (a collapse loses)" in text
     # P4: one GR-OPD seed.
     assert (

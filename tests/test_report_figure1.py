@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import yaml
 from matplotlib.colors import to_rgba
 
+from gropd.horizon import separation_curve
 from gropd.report import build
 from gropd.report.context import ReportContext
 from gropd.report.figure1 import build_figure1
@@ -57,10 +60,13 @@ def saved_batch(rows, group_size, width=8):
 
 
 def write_score_run(results, pairing, batches):
+    """A finished scoring pass: its batches and the horizon.json the pass writes from them."""
     path = write_run(results, "tiny", f"fig1__{pairing}__score", fields={"kind": "score", "pairing": pairing})
     (path / "batches").mkdir()
     for step, batch in enumerate(batches, 1):
         torch.save(batch, path / "batches" / f"step_{step}_rank0.pt")
+    if batches:
+        (path / "horizon.json").write_text(json.dumps(separation_curve(batches)))
     return path
 
 
@@ -81,9 +87,7 @@ def world(tmp_path):
             saved_batch([([1, 0], True), ([0, 0, 0, 3], False), ([2], True), ([5, 5], True)], 2, width=4),
         ],
     )
-    old = saved_batch([([1, 0], True), ([0, 1], False)], 2)
-    del old["correct"]
-    write_score_run(res, P2, [old])
+    write_score_run(res, P2, [])  # a pass that saved nothing
     write_score_run(res, P3, [saved_batch([([1, 0], False), ([0, 1], False)], 2)])
     raw = write_run(
         res,
@@ -119,7 +123,7 @@ def test_panel_b_draws_j_h_by_hand_on_a_cube_root_axis(world):
     assert peaks == [
         "I4nothink→I1.7nothink: peak J_H = 1.000 at H = 1 tokens (2 of 3 prompts informative; mean reward 0.667)"
     ]
-    assert f"run fig1__{P2}__score: batches/step_1_rank0.pt lacks correct" in figures.missing[0]
+    assert f"run fig1__{P2}__score: no horizon.json (a scoring pass writes it)" in figures.missing[0]
     assert figures.missing[1] == (
         f"run fig1__{P3}__score: no prompt has both correct and incorrect responses (1 prompts, mean reward 0.000)"
     )
@@ -165,9 +169,9 @@ def test_build_writes_figure1_files_caption_and_provenance(world):
 
 
 def test_missing_and_unreadable_results_still_draw(world):
-    (world / "results" / "tiny" / f"fig1__{P1}__score" / "batches" / "step_2_rank0.pt").write_bytes(b"torn")
+    (world / "results" / "tiny" / f"fig1__{P1}__score" / "horizon.json").write_text('{"horizons": [1,')
     figures, peaks = build_figure1(context(world))
-    assert peaks == [] and "unreadable batches/step_2_rank0.pt" in figures.missing[0]
+    assert peaks == [] and "unreadable horizon.json (not valid JSON" in figures.missing[0]
     write_experiments(world / "empty")
     dump(world / "empty" / "experiments" / "grids" / "fig1.yaml", FIG1)
     figures, _ = build_figure1(context(world / "empty"))

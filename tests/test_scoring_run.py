@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from tiny_runs import project, tiny_config
 
 from gropd.config import load_manifests
 from gropd.credit import broadcast, trajectory_scores
+from gropd.horizon import separation_curve
 from gropd.pipeline import execute
 from gropd.run_dir import RunDir
 
@@ -50,6 +52,8 @@ def test_scoring_pass_saves_graded_batches_and_trains_nothing(root: Path) -> Non
         assert record["mean_response_len"] == pytest.approx(mask.sum(1).mean().item())
     again, _ = run(root, f"fig1__{PAIRING}__score", ["train.steps=2"])
     assert again["updated"] == status["updated"]  # a finished scoring pass is not redone
+    dumps = [torch.load(path, weights_only=True) for path in sorted((run_dir.root / "batches").glob("*.pt"))]
+    assert run_dir.read_horizon() == json.loads(json.dumps(separation_curve(dumps)))  # J_H of its own batches
 
 
 def test_raw_run_broadcasts_the_discounted_score_and_records_correctness(root: Path) -> None:

@@ -1,4 +1,4 @@
-"""The paper's theorem, checked exactly on a tabular autoregressive policy (DESIGN.md §1).
+"""The paper's theorem, checked exactly on a tabular autoregressive policy (docs/DESIGN.md §1).
 
 Vocabulary {0, 1, END = 2}; a response stops at END or after MAX_LEN tokens, so the
 sequences are: any 0/1 string of length < MAX_LEN followed by END, plus every 0/1

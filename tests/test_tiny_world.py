@@ -170,7 +170,7 @@ def test_recipe_rejects_unknown_keys():
             {"checkpoint_of": "X9", "step": 10},
             r"models\.B1\.7\.checkpoint_of: 'X9' is not a model with its own sft",
         ),
-        ({"checkpoint_of": "I1.7", "step": 10}, r"'I1\.7' is not a model with its own sft run; expected one of"),
+        ({"checkpoint_of": "B1.7", "step": 10}, r"'B1\.7' is not a model with its own sft run; expected one of"),
         ({"checkpoint_of": "B4", "step": 0}, r"models\.B1\.7\.step: 0 must lie in \[1, \d+\]"),
         ({"checkpoint_of": "B4", "step": 10_000}, r"models\.B1\.7\.step: 10000 must lie in"),
         ({"checkpoint_of": "B4"}, r"models\.B1\.7: expected exactly the keys"),
@@ -191,7 +191,7 @@ eval: {questions_per_task: 1, max_new_tokens: 4, batch_size: 8}
 models:
   B1.7:
     shape: {hidden_size: 16, num_layers: 1, num_heads: 2, intermediate_size: 32}
-    sft: {modes: [default], steps: 2, batch_size: 4, lr: 0.001, seed: 5, pool_per_task: 4, warmup_steps: 1}
+    sft: {formats: [default/brief], steps: 2, batch_size: 4, lr: 0.001, seed: 5, pool_per_task: 4, warmup_steps: 1}
 """
 
 
@@ -255,6 +255,36 @@ def test_an_earlier_checkpoint_is_its_run_stopped_early_and_rebuilds_bit_for_bit
     assert recipe.runs() == {"B1.7": ["I1.7", "B1.7"]}
 
 
+POST_RECIPE = (
+    CHILD_RECIPE
+    + """  I4:
+    continue_from: I1.7
+    sft: {formats: [think/detailed, nothink/brief], steps: 2, batch_size: 4, lr: 0.001, seed: 7, pool_per_task: 4,
+          warmup_steps: 1}
+"""
+)
+
+
+def test_a_continued_run_starts_from_its_base_and_trains_after_it(tmp_path):
+    """I4 continues I1.7 (itself B1.7's run at step 2): built in the wave after B1.7's run, from I1.7's
+    weights, in its own formats; rebuilt by hand from the saved base it gives the same bits."""
+    recipe_path = tmp_path / "post.yaml"
+    recipe_path.write_text(POST_RECIPE)
+    recipe, _ = load_recipe(recipe_path)
+    assert recipe.waves() == [["B1.7"], ["I4"]] and recipe.modes("I4") == ("think", "nothink")
+    world = ensure_tiny_world(recipe_path, tmp_path / "world")
+    info = world.info["models"]["I4"]
+    assert info["continue_from"] == "I1.7" and set(info["accuracy"]) == {"think", "nothink"}
+    tokenizer = AutoTokenizer.from_pretrained(world.tokenizer_dir)
+    rebuilt, losses = train_label(recipe, "I4", tokenizer, models_dir=world.directory / "models")
+    stored = AutoModelForCausalLM.from_pretrained(world.model_dir("I4")).state_dict()
+    assert len(losses) == 2 and all(torch.equal(rebuilt.state_dict()[k], stored[k]) for k in stored)
+    base = AutoModelForCausalLM.from_pretrained(world.model_dir("I1.7")).state_dict()
+    assert not all(torch.equal(base[k], stored[k]) for k in stored)  # it trained on
+    with pytest.raises(ValueError, match="continue_from: 'X9' is not a model of the recipe"):
+        parse_recipe(yaml.safe_load(POST_RECIPE.replace("continue_from: I1.7", "continue_from: X9")), "x.yaml")
+
+
 # --- the built world (committed under results/tiny/world/<hash>/) -----------------------------
 
 
@@ -285,7 +315,7 @@ def test_recipe_reproduces_the_committed_run_within_float_noise(world):
     stored = AutoModelForCausalLM.from_pretrained(world.model_dir("B4"))
     shape = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "head_dim")
     assert [getattr(model.config, key) for key in shape] == [getattr(stored.config, key) for key in shape]
-    examples = make_examples(tokenizer, run.sft.modes, recipe.instruction, run.sft.pool_per_task, run.sft.seed)
+    examples = make_examples(tokenizer, run.sft.formats, recipe.instruction, run.sft.pool_per_task, run.sft.seed)
     losses = sft_train(model, examples, run.sft, tokenizer.pad_token_id, recipe.num_threads, until=REBUILT_STEPS)
     committed = world.info["models"]["B4"]["loss_curve"][: REBUILT_STEPS // LOSS_WINDOW]
     for here, there in zip(loss_curve(losses), committed, strict=True):
@@ -306,7 +336,7 @@ def test_teacher_answers_held_out_questions(world):
 
 def test_world_json_records_every_model(world):
     assert world.info["recipe_hash"].startswith(world.recipe_hash)
-    for label in ("B1.7", "B4", "I1.7", "I4", "I32"):
+    for label in ("B1.7", "B4", "B32", "I1.7", "I4", "I32"):
         assert world.model_dir(label).is_dir()
         assert set(world.info["models"][label]["accuracy"]) == set(world.info["models"][label]["modes"])
     with pytest.raises(ValueError, match="I4"):

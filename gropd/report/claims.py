@@ -1,4 +1,4 @@
-"""The claims page: each headline claim of the paper (DESIGN.md §1–2), the evidence this profile's runs
+"""The claims page: each headline claim of the paper (docs/DESIGN.md §1–2), the evidence this profile's runs
 give, and a verdict by the rules of gropd/report/verdicts.py. Reads results/ only (grids table1,
 table6, lambda, gamma); writes claims.md and claims.provenance.json.
 """

@@ -1,7 +1,7 @@
 """Figure 1(b–d) from grid `fig1`: how far prefix credit sees, and what the raw trajectory score does.
 
 (b) J_H(H) per pairing (`gropd.horizon`; the formula is ours, the paper gives none) from each
-    scoring pass's saved batches (`batches/*.pt`: f, mask, correct, group_size), at
+    scoring pass's horizon.json (J_H at every horizon, computed by the pass from its batches), at
     `fig1.horizon_points` horizons from 1 to the pass's longest response, on a cube-root H
     axis, a dot at each curve's peak and a dotted line at chance (0.5).
 (c) mean response length per rollout batch of the grid's train runs (raw score vs GR-OPD),
@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 import yaml
 from matplotlib import colormaps
 from matplotlib.axes import Axes
 
-from gropd.horizon import horizon_grid, prompt_aucs
+from gropd.config.errors import RunFileError
+from gropd.horizon import horizon_grid
 from gropd.report.context import ReportContext
 from gropd.report.labels import pairing_title, run_label, run_params
 from gropd.report.loading import GridRun, curve_rows, grid_runs, missing_line, series
@@ -37,8 +37,8 @@ from gropd.report.plotting import (
     write_figure_markdown,
 )
 from gropd.report.provenance import write_provenance
+from gropd.run_dir import RunDir
 
-BATCH_KEYS = ("f", "mask", "correct", "group_size")
 H_TICKS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000)
 
 
@@ -59,40 +59,19 @@ class Separation:
         return self.horizons[best], self.values[best]
 
 
-def load_batches(run: GridRun) -> tuple[list[dict[str, Any]], str | None]:
-    """The run's saved batches (sorted by name), or why they cannot be used."""
-    paths = sorted((run.path / "batches").glob("*.pt"))
-    if not paths:
-        return [], "no saved batches (batches/*.pt)"
-    batches = []
-    for path in paths:
-        try:
-            batch = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as err:  # unpickling torn or foreign bytes raises any type (IndexError, EOFError, …)
-            return [], f"unreadable batches/{path.name} ({type(err).__name__}: {err})"
-        if not isinstance(batch, dict):
-            return [], f"batches/{path.name} holds a {type(batch).__name__}, not a saved rollout batch"
-        lacking = [key for key in BATCH_KEYS if batch.get(key) is None]
-        if lacking:
-            return [], f"batches/{path.name} lacks {', '.join(lacking)} (saved before scoring passes recorded them)"
-        batches.append(batch)
-    return batches, None
-
-
-def separation(batches: list[dict[str, Any]], points: int) -> Separation | str:
-    """J_H pooled over every batch's prompts (mean of the within-prompt AUCs), or why it is undefined."""
-    longest = max(int(b["mask"].sum(dim=1).max()) for b in batches)
-    prompts = sum(b["f"].shape[0] // b["group_size"] for b in batches)
-    reward = float(torch.cat([b["correct"].float() for b in batches]).mean())
-    if longest < 1:
+def separation(curve: dict[str, Any], points: int) -> Separation | str:
+    """J_H at `points` horizons of a pass's horizon.json (horizon_grid over its longest response), or why
+    it is undefined."""
+    if not curve["horizons"]:
         return "every saved response is empty"
-    horizons = horizon_grid(longest, points)
-    aucs = torch.cat(
-        [prompt_aucs(b["f"].double(), b["mask"], b["correct"], b["group_size"], horizons) for b in batches]
-    )
-    if aucs.shape[0] == 0:
-        return f"no prompt has both correct and incorrect responses ({prompts} prompts, mean reward {reward:.3f})"
-    return Separation(horizons, aucs.mean(dim=0).tolist(), aucs.shape[0], prompts, reward)
+    if curve["values"] is None:
+        return (
+            f"no prompt has both correct and incorrect responses ({curve['prompts']} prompts, "
+            f"mean reward {curve['reward']:.3f})"
+        )
+    at = dict(zip(curve["horizons"], curve["values"], strict=True))
+    horizons = horizon_grid(curve["horizons"][-1], points)
+    return Separation(horizons, [at[h] for h in horizons], curve["informative"], curve["prompts"], curve["reward"])
 
 
 def draw_separation(ax: Axes, ctx: ReportContext, runs: list[GridRun]) -> tuple[list[str], list[str]]:
@@ -103,8 +82,13 @@ def draw_separation(ax: Axes, ctx: ReportContext, runs: list[GridRun]) -> tuple[
         if run.state != "finished":
             missing.append(missing_line(run, run.describe()))
             continue
-        batches, problem = load_batches(run)
-        result = separation(batches, ctx.settings.fig1.horizon_points) if not problem else problem
+        try:
+            curve = RunDir(run.path).read_horizon()
+        except RunFileError as err:
+            curve, result = None, f"unreadable horizon.json ({err.problem})"
+        else:
+            result = "no horizon.json (a scoring pass writes it)" if curve is None else None
+        result = result or separation(curve, ctx.settings.fig1.horizon_points)
         if isinstance(result, str):
             missing.append(missing_line(run, result))
             continue

@@ -1,6 +1,6 @@
 """Scores read from an evaluation summary (eval/summary.json) against the profile's suite list.
 
-Macro = unweighted mean of the suites' UNROUNDED Avg@K (DESIGN.md §2); rounding happens only
+Macro = unweighted mean of the suites' UNROUNDED Avg@K (docs/DESIGN.md §2); rounding happens only
 when a cell is displayed.
 """
 

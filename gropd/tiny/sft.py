@@ -1,11 +1,13 @@
 """Supervised fine-tuning that makes the tiny world's teachers and students.
 
-A model is a small `Qwen3ForCausalLM` (random init from a seed) trained on worked
-solutions of all six tasks at once, in each of its modes' formats:
+A model is a small `Qwen3ForCausalLM` (random init from a seed, or another model's weights
+when it continues that model's training) trained on worked solutions of all six tasks at once,
+in each of its formats: a prompt mode and a solution style, written "mode/style":
 
-    think     detailed worked solution inside <think>…</think>, then the boxed answer
-    nothink   brief worked solution after the empty think block
-    default   brief worked solution after "Answer:"
+    think/detailed     detailed worked solution inside <think>…</think>, then the boxed answer
+    nothink/brief      brief worked solution after the empty think block
+    default/brief      brief worked solution after "Answer:" (plain text, no chat template)
+    default/detailed   the detailed one after "Answer:": reasoning written out at length
 
 Loss: mean next-token cross-entropy over response tokens only (prompt and padding
 masked, label −100). AdamW, linear warm-up then cosine decay to `min_lr_ratio`·lr.
@@ -23,10 +25,18 @@ import torch
 from transformers import PreTrainedTokenizerBase, Qwen3Config, Qwen3ForCausalLM
 
 from gropd.templates import check_mode, render_prompt, render_target
-from gropd.tiny.tasks import TASKS, train_questions, worked_solution
+from gropd.tiny.tasks import STYLES, TASKS, train_questions, worked_solution
 
-SOLUTION_STYLE = {"default": "brief", "nothink": "brief", "think": "detailed"}
 IGNORE = -100
+
+
+def parse_format(text: str) -> tuple[str, str]:
+    """("mode", "style") of a format "mode/style"; ValueError naming the valid ones."""
+    mode, _, style = text.partition("/")
+    check_mode(mode)
+    if style not in STYLES:
+        raise ValueError(f"format {text!r}: style must be one of {', '.join(STYLES)} (as in 'think/detailed')")
+    return mode, style
 
 
 @dataclass(frozen=True)
@@ -41,9 +51,9 @@ class ModelShape:
 
 @dataclass(frozen=True)
 class SFTSettings:
-    """One model's SFT: its modes, data pool, optimiser and schedule."""
+    """One model's SFT: its formats ("mode/style"), data pool, optimiser and schedule."""
 
-    modes: tuple[str, ...]
+    formats: tuple[str, ...]
     steps: int
     batch_size: int
     lr: float
@@ -52,6 +62,15 @@ class SFTSettings:
     warmup_steps: int = 20
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.01
+
+    def __post_init__(self) -> None:
+        for text in self.formats:
+            parse_format(text)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The prompt modes of the formats, in order, each once."""
+        return tuple(dict.fromkeys(parse_format(text)[0] for text in self.formats))
 
 
 def build_model(shape: ModelShape, tokenizer: PreTrainedTokenizerBase, seed: int) -> Qwen3ForCausalLM:
@@ -75,14 +94,14 @@ def build_model(shape: ModelShape, tokenizer: PreTrainedTokenizerBase, seed: int
 
 
 def make_examples(
-    tokenizer: PreTrainedTokenizerBase, modes: tuple[str, ...], instruction: str, pool_per_task: int, seed: int
+    tokenizer: PreTrainedTokenizerBase, formats: tuple[str, ...], instruction: str, pool_per_task: int, seed: int
 ) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, response ids) for every training question of every task in every mode."""
+    """(prompt ids, response ids) for every training question of every task in every format."""
     examples = []
     for task in TASKS:
         for record in train_questions(task, pool_per_task, seed):
-            for mode in modes:
-                work = worked_solution(task, record["question"], SOLUTION_STYLE[check_mode(mode)])
+            for mode, style in map(parse_format, formats):
+                work = worked_solution(task, record["question"], style)
                 prompt = render_prompt(record["question"], mode, tokenizer, instruction)
                 target = render_target(work, record["answer"], mode)
                 examples.append(

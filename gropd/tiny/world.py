@@ -8,10 +8,12 @@ built, builds everything deterministically from the recipe's seeds into
       models/<label>/       save_pretrained directory (AutoModelForCausalLM loads it)
       world.json            recipe hash, build seconds, per-model/mode/task held-out accuracy
 
-A model is either its own SFT run (`shape` + `sft`) or an *earlier checkpoint* of another
-label's run (`checkpoint_of` + `step`): the students are the teachers' own runs stopped
-early, so student and teacher are of one family (architecture, data, schedule), as Qwen3
-models are, and differ in training compute. The run saves the checkpoint on its way.
+A model is its own SFT run from random weights (`shape` + `sft`: pretraining), a run that
+continues another model's weights (`continue_from` + `sft`: post-training), or an *earlier
+checkpoint* of another label's run (`checkpoint_of` + `step`). So the family is built the way
+Qwen3's is: base models pretrained on plain text of every format, each instruct model its base
+post-trained on the chat formats, and the students the teachers' own runs stopped early. A run
+saves its checkpoints on its way; runs train in waves, a continued run after its base.
 
 The hash covers the parsed recipe and GENERATOR_VERSION (bump it whenever the tokenizer,
 tasks, templates or SFT code change what gets built). The build happens in a temporary
@@ -47,8 +49,8 @@ from gropd.tiny import tasks as tiny_tasks
 from gropd.tiny.sft import ModelShape, SFTSettings, build_model, make_examples, sft_train
 from gropd.tiny.tokenizer import build_tokenizer
 
-GENERATOR_VERSION = f"world2-tasks{tiny_tasks.VERSION}"
-LABELS = ("B1.7", "B4", "I1.7", "I4", "I32")
+GENERATOR_VERSION = f"world3-tasks{tiny_tasks.VERSION}"
+LABELS = ("B1.7", "B4", "B32", "I1.7", "I4", "I32")  # B32: I32's base (not one of the paper's models)
 LOSS_WINDOW = 25  # steps per point of a run's recorded loss curve
 
 
@@ -57,6 +59,14 @@ class ModelRecipe:
     """How one labelled model is made: its architecture and its SFT."""
 
     shape: ModelShape
+    sft: SFTSettings
+
+
+@dataclass(frozen=True)
+class ContinuedRun:
+    """A model that is label `continue_from`'s weights trained further by `sft` (post-training)."""
+
+    continue_from: str
     sft: SFTSettings
 
 
@@ -78,7 +88,7 @@ class Recipe:
     eval_questions_per_task: int
     eval_max_new_tokens: int
     eval_batch_size: int
-    models: dict[str, ModelRecipe | EarlierCheckpoint]
+    models: dict[str, ModelRecipe | ContinuedRun | EarlierCheckpoint]
 
     def run_of(self, label: str) -> str:
         """The label whose SFT run makes `label` (itself, or the run it is a checkpoint of)."""
@@ -91,11 +101,25 @@ class Recipe:
 
     def runs(self) -> dict[str, list[str]]:
         """Each SFT run (by its own label, in recipe order) → the labels it makes: its checkpoints, then itself."""
-        made: dict[str, list[str]] = {label: [] for label, spec in self.models.items() if isinstance(spec, ModelRecipe)}
+        made = {label: [] for label, spec in self.models.items() if not isinstance(spec, EarlierCheckpoint)}
         for label, spec in self.models.items():
             if isinstance(spec, EarlierCheckpoint):
                 made[spec.checkpoint_of].append(label)
         return {run: labels + [run] for run, labels in made.items()}
+
+    def waves(self) -> list[list[str]]:
+        """The runs in build order: a run from random weights first, a continued run in the wave after
+        the run that makes its base."""
+        depth: dict[str, int] = {}
+
+        def of(run: str) -> int:
+            spec = self.models[run]
+            if run not in depth:
+                depth[run] = 0 if isinstance(spec, ModelRecipe) else 1 + of(self.run_of(spec.continue_from))
+            return depth[run]
+
+        runs = list(self.runs())
+        return [[run for run in runs if of(run) == k] for k in range(1 + max(map(of, runs)))]
 
 
 def _typed(cls: type, data: object, where: str) -> object:
@@ -120,24 +144,35 @@ def parse_recipe(data: dict, source: str) -> Recipe:
     ev = data["eval"]
     if not isinstance(ev, dict) or set(ev) != {"questions_per_task", "max_new_tokens", "batch_size"}:
         raise ValueError(f"{source}: key 'eval' needs questions_per_task, max_new_tokens, batch_size")
-    models: dict[str, ModelRecipe | EarlierCheckpoint] = {}
+    models: dict[str, ModelRecipe | ContinuedRun | EarlierCheckpoint] = {}
     for label, spec in data["models"].items():
+        where = f"{source}: models.{label}"
         if label not in LABELS:
-            raise ValueError(f"{source}: models.{label}: unknown label; valid labels: {', '.join(LABELS)}")
-        if isinstance(spec, dict) and set(spec) == {"checkpoint_of", "step"}:
-            models[label] = _typed(EarlierCheckpoint, spec, f"{source}: models.{label}")
-        elif isinstance(spec, dict) and set(spec) == {"shape", "sft"}:
+            raise ValueError(f"{where}: unknown label; valid labels: {', '.join(LABELS)}")
+        keys = set(spec) if isinstance(spec, dict) else set()
+        if keys == {"checkpoint_of", "step"}:
+            models[label] = _typed(EarlierCheckpoint, spec, where)
+        elif keys == {"shape", "sft"}:
             models[label] = ModelRecipe(
-                shape=_typed(ModelShape, spec["shape"], f"{source}: models.{label}.shape"),
-                sft=_typed(SFTSettings, spec["sft"], f"{source}: models.{label}.sft"),
+                shape=_typed(ModelShape, spec["shape"], f"{where}.shape"), sft=_sft(spec["sft"], f"{where}.sft")
+            )
+        elif keys == {"continue_from", "sft"}:
+            models[label] = ContinuedRun(
+                continue_from=str(spec["continue_from"]), sft=_sft(spec["sft"], f"{where}.sft")
             )
         else:
             raise ValueError(
-                f"{source}: models.{label}: expected exactly the keys ['sft', 'shape'] or ['checkpoint_of', 'step']"
+                f"{where}: expected exactly the keys ['sft', 'shape'], ['continue_from', 'sft'] "
+                "or ['checkpoint_of', 'step']"
             )
     for label, spec in models.items():
         if isinstance(spec, EarlierCheckpoint):
             _check_checkpoint(label, spec, models, source)
+        if isinstance(spec, ContinuedRun) and spec.continue_from not in models:
+            raise ValueError(
+                f"{source}: models.{label}.continue_from: {spec.continue_from!r} is not a model of the recipe; "
+                f"expected one of {sorted(set(models) - {label})}"
+            )
     return Recipe(
         instruction=str(data["instruction"]),
         num_threads=int(data["num_threads"]),
@@ -149,13 +184,20 @@ def parse_recipe(data: dict, source: str) -> Recipe:
     )
 
 
+def _sft(data: object, where: str) -> SFTSettings:
+    try:
+        return _typed(SFTSettings, data, where)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
 def _check_checkpoint(
-    label: str, spec: EarlierCheckpoint, models: dict[str, ModelRecipe | EarlierCheckpoint], source: str
+    label: str, spec: EarlierCheckpoint, models: dict[str, ModelRecipe | ContinuedRun | EarlierCheckpoint], source: str
 ) -> None:
     """`checkpoint_of` names a label with its own SFT run, and `step` lies inside that run."""
-    runs = sorted(name for name, other in models.items() if isinstance(other, ModelRecipe))
+    runs = sorted(name for name, other in models.items() if not isinstance(other, EarlierCheckpoint))
     parent = models.get(spec.checkpoint_of)
-    if not isinstance(parent, ModelRecipe):
+    if parent is None or isinstance(parent, EarlierCheckpoint):
         raise ValueError(
             f"{source}: models.{label}.checkpoint_of: {spec.checkpoint_of!r} is not a model with its own "
             f"sft run; expected one of {runs}"
@@ -184,8 +226,12 @@ def label_hash(recipe: Recipe, label: str) -> str:
         "instruction": recipe.instruction,
         "num_threads": recipe.num_threads,
         "eval": [recipe.eval_questions_per_task, recipe.eval_max_new_tokens, recipe.eval_batch_size],
-        "shape": asdict(spec.shape),
         "sft": asdict(spec.sft),
+        **(
+            {"shape": asdict(spec.shape)}
+            if isinstance(spec, ModelRecipe)
+            else {"continue_from": label_hash(recipe, spec.continue_from)}
+        ),
     }
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
@@ -210,13 +256,20 @@ def train_label(
     label: str,
     tokenizer: PreTrainedTokenizerBase,
     on_step: Callable[[int, Qwen3ForCausalLM], None] | None = None,
+    models_dir: Path | None = None,
 ) -> tuple[Qwen3ForCausalLM, list[float]]:
     """Build and SFT-train the model `label` exactly as the recipe says (deterministic): its own run,
-    or its run up to the checkpoint's step. Returns the model and the loss of every step."""
+    or its run up to the checkpoint's step; a continued run starts from its base, read from
+    `models_dir/<base>`. Returns the model and the loss of every step."""
     spec = recipe.models[label]
     run = recipe.models[recipe.run_of(label)]
-    model = build_model(run.shape, tokenizer, seed=run.sft.seed)
-    examples = make_examples(tokenizer, run.sft.modes, recipe.instruction, run.sft.pool_per_task, run.sft.seed)
+    if isinstance(run, ContinuedRun):
+        if models_dir is None:
+            raise ValueError(f"{label} continues {run.continue_from}: train_label needs the directory of its base")
+        model = Qwen3ForCausalLM.from_pretrained(models_dir / run.continue_from)
+    else:
+        model = build_model(run.shape, tokenizer, seed=run.sft.seed)
+    examples = make_examples(tokenizer, run.sft.formats, recipe.instruction, run.sft.pool_per_task, run.sft.seed)
     until = spec.step if isinstance(spec, EarlierCheckpoint) else None
     losses = sft_train(
         model, examples, run.sft, tokenizer.pad_token_id, recipe.num_threads, log_every=50, on_step=on_step, until=until
@@ -334,7 +387,7 @@ def build_run(recipe: Recipe, run: str, target: Path) -> dict[str, dict]:
 
     print(f"[tiny world] training {run} ({recipe.models[run].sft.steps} steps; makes {', '.join(labels)})", flush=True)
     start = time.perf_counter()
-    model, losses = train_label(recipe, run, tokenizer, on_step=save_checkpoint)
+    model, losses = train_label(recipe, run, tokenizer, on_step=save_checkpoint, models_dir=target / "models")
     seconds = time.perf_counter() - start
     model.save_pretrained(target / "models" / run)
     entries = {}
@@ -353,6 +406,7 @@ def build_run(recipe: Recipe, run: str, target: Path) -> dict[str, dict]:
                 if isinstance(spec, EarlierCheckpoint)
                 else {"build_seconds": round(seconds, 1), "loss_curve": loss_curve(losses)}
             ),
+            **({"continue_from": spec.continue_from} if isinstance(spec, ContinuedRun) else {}),
         }
     return entries
 
@@ -362,27 +416,31 @@ def build_world(recipe: Recipe, full_hash: str, target: Path, root: Path) -> dic
 
     An SFT run all of whose models' label hashes match ones already built in another world
     under `root` is copied from there (its SFT would give the same bits). The other runs train
-    in `recipe.parallel_builds` worker processes, each with `recipe.num_threads` threads
-    (a model's bits depend on its thread count, not on which worker trains it).
+    wave by wave (Recipe.waves: a continued run after its base) in `recipe.parallel_builds` worker
+    processes, each with `recipe.num_threads` threads (a model's bits depend on its thread count,
+    not on which worker trains it).
     """
     build_tokenizer().save_pretrained(target / "tokenizer")
     start = time.perf_counter()
-    entries, jobs = {}, []
-    for run, labels in recipe.runs().items():
-        found = {label: find_built_label(root, label_hash(recipe, label)) for label in labels}
-        if None in found.values():
-            jobs.append((recipe, run, target))
-            continue
-        for label, (directory, entry) in found.items():
-            shutil.copytree(directory, target / "models" / label)
-            entries[label] = {**entry, "reused_from": directory.parent.parent.name}
-    if recipe.parallel_builds > 1 and len(jobs) > 1:
-        with multiprocessing.get_context("spawn").Pool(recipe.parallel_builds) as pool:
-            built = pool.starmap(build_run, jobs)
-    else:
-        built = [build_run(*job) for job in jobs]
-    for run_entries in built:
-        entries.update(run_entries)
+    entries: dict[str, dict] = {}
+    runs = recipe.runs()
+    for wave in recipe.waves():
+        jobs = []
+        for run in wave:
+            found = {label: find_built_label(root, label_hash(recipe, label)) for label in runs[run]}
+            if None in found.values():
+                jobs.append((recipe, run, target))
+                continue
+            for label, (directory, entry) in found.items():
+                shutil.copytree(directory, target / "models" / label)
+                entries[label] = {**entry, "reused_from": directory.parent.parent.name}
+        if recipe.parallel_builds > 1 and len(jobs) > 1:
+            with multiprocessing.get_context("spawn").Pool(recipe.parallel_builds) as pool:
+                built = pool.starmap(build_run, jobs)
+        else:
+            built = [build_run(*job) for job in jobs]
+        for run_entries in built:
+            entries.update(run_entries)
     info = {
         "recipe_hash": full_hash,
         "generator_version": GENERATOR_VERSION,
