@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from eval.tiny_tasks import TASKS, train_questions
 from gropd.templates import render_prompt, stop_token_ids
-from gropd.tiny.tasks import TASKS, train_questions
 from gropd.tiny.world import ensure_tiny_world
 
 

@@ -25,16 +25,28 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from eval.files import atomic_write_text, read_jsonl
 from eval.grading import Grader
 from eval.metrics import avg_at_k, macro, maj_at_k, mean_pass_at_k, mean_tokens
 from eval.suites import Question, SuiteSpec
-from gropd.atomic import atomic_write_text
-from gropd.rollout.base import RolloutEngine, SamplingSettings
-from gropd.run_dir import read_jsonl
 
 Record = dict[str, Any]
+
+
+class SampledBatch(Protocol):
+    """What the runner reads of one generation call: rows prompt-major (prompt i's sample j at i * n + j)."""
+
+    response_ids: list[list[int]]
+    finish_reasons: list[str]
+
+
+class Sampler(Protocol):
+    """A model that samples `n` responses per prompt, deterministically for a seed (gropd's rollout engines
+    are ones); `sampling` is the engine's own settings object, passed through untouched."""
+
+    def generate(self, prompt_ids: list[list[int]], n: int, sampling: Any, seed: int) -> SampledBatch: ...
 
 
 def chunk_seed(seed: int, suite: str, chunk: int) -> int:
@@ -84,14 +96,14 @@ def chunks(items: list[Question], size: int) -> Iterator[tuple[int, list[Questio
 
 
 def sample_chunk(
-    engine: RolloutEngine,
+    engine: Sampler,
     chunk: list[Question],
     todo: set[str],
     *,
     k: int,
     render_prompt: Callable[[str], list[int]],
     decode: Callable[[list[int]], str],
-    sampling: SamplingSettings,
+    sampling: Any,
     seed: int,
     grader: Grader,
 ) -> list[Record]:
@@ -141,7 +153,7 @@ def report_progress(suite: str, done: int, total: int, new: int, elapsed: float)
 
 
 def evaluate_suite(
-    engine: RolloutEngine,
+    engine: Sampler,
     name: str,
     spec: SuiteSpec,
     questions: list[Question],
@@ -175,13 +187,13 @@ def evaluate_suite(
 
 
 def evaluate_model(
-    engine: RolloutEngine,
+    engine: Sampler,
     *,
     suites: dict[str, tuple[SuiteSpec, list[Question]]],
     render_prompt: Callable[[str], list[int]],
     decode: Callable[[list[int]], str],
     out_dir: str | Path,
-    sampling: SamplingSettings,
+    sampling: Any,
     seed: int,
     batch_prompts: int,
     model: str = "",

@@ -8,7 +8,7 @@ turns a record into `Question`s:
                   rows concatenated in config order; question = row[question_field],
                   answer = reader(row[answer_field]) with reader plain: str(v), first: str(v[0]);
                   id = str(row[id_field]), or the row's index in the concatenation when null
-    tiny source   gropd.tiny.tasks.eval_questions(task, n)  (n = the caller's `questions`; all 1,000 when None)
+    tiny source   eval.tiny_tasks.eval_questions(task, n)  (n = the caller's `questions`; all 1,000 when None)
     local_jsonl   one JSON object per line with question, answer and optional id
 
 then keeps the record's `ids` (in that order) when given, then the first `questions`.
@@ -50,7 +50,7 @@ class HubSource(BaseModel):
 
 
 class TinySource(BaseModel):
-    """Questions from a generated tiny arithmetic task (gropd.tiny.tasks)."""
+    """Questions from a generated tiny arithmetic task (eval.tiny_tasks)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: Literal["tiny"]
@@ -196,7 +196,7 @@ def _jsonl_questions(spec: SuiteSpec) -> list[Question]:
 
 def _tiny_questions(spec: SuiteSpec, questions: int | None) -> list[Question]:
     """The first `questions` held-out questions of the tiny task; None: all of them (tasks.EVAL_POOL)."""
-    from gropd.tiny import tasks
+    from eval import tiny_tasks as tasks
 
     rows = tasks.eval_questions(spec.source.task, tasks.EVAL_POOL if questions is None else questions)
     return [Question(str(r["id"]), str(r["question"]), str(r["answer"])) for r in rows]

@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gropd.config import ConfigError, RunConfig, load_manifests
+from gropd.config import ConfigError, RunConfig, RunFileError, load_manifests
 from gropd.fit import FitError
 from gropd.hardware import GPUNotUsableError
 from gropd.optional import MissingDependencyError
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         return handlers[args.command](args)
-    except (ConfigError, MissingDependencyError, FitError, GPUNotUsableError) as err:
+    except (ConfigError, RunFileError, MissingDependencyError, FitError, GPUNotUsableError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gropd.config import RunConfig
-from gropd.config.errors import ConfigError
+from gropd.config.errors import ConfigError, RunFileError
 from gropd.config.manifests import Manifests
 from gropd.pipeline import planned_state, run_state
 from gropd.run_dir import DONE, RunDir
@@ -154,8 +154,8 @@ def outcome(job: Job, results_root: Path, profile: str) -> str:
         return f"failed (exit {job.returncode})"
     try:
         status = RunDir(results_root / profile / job.run_id).read_status() or {}
-    except ValueError:
-        status = {}
+    except RunFileError as err:
+        return f"exited 0, but {err}"
     return str(status.get("status", "done"))
 
 

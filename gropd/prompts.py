@@ -15,7 +15,7 @@ def load_prompt_pool(source: dict[str, Any], profile: str, manifests: Manifests)
     default all, from `seed`; disjoint from every eval question), or a Hub source (suites.yaml's record
     form) at the revision experiments/lock.yaml pins for it (required in the paper profile: `pin`)."""
     if source.get("kind") == "tiny":
-        from gropd.tiny.tasks import TASKS, train_questions
+        from eval.tiny_tasks import TASKS, train_questions
 
         per_task, seed = source.get("per_task", 1000), source.get("seed", 0)
         chosen = source.get("tasks") or list(TASKS)

@@ -16,47 +16,18 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gropd.atomic import atomic_write_json, atomic_write_text
-from gropd.config.errors import RunFileError
+from eval.files import RunFileError, atomic_write_json, atomic_write_text, read_jsonl, read_text
 from gropd.config.resolve import data_hash
 
 STATES = ("running", "trained", "finished", "collapsed", "failed")
 DONE = ("finished", "collapsed")  # the states a run ends in: not redone
 SEAL = "files.json"
-
-
-def read_jsonl(path: Path, remedy: str, note: bool = True) -> list[dict[str, Any]]:
-    """The JSON objects of an append-only JSON-lines file, [] when it is absent.
-
-    A last line without its newline that does not parse is a torn append: it is dropped (with a
-    note on stderr when `note`). Any other line that is not a JSON object raises RunFileError.
-    """
-    if not path.exists():
-        return []
-    lines = _read_text(path, remedy).split("\n")
-    records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number == len(lines):
-                if note:
-                    print(f"note: {path}: last line is incomplete (a write cut short); ignored", file=sys.stderr)
-                break
-            raise RunFileError(str(path), f"line {number} is not valid JSON ({exc})", remedy) from None
-        if not isinstance(record, dict):
-            raise RunFileError(str(path), f"line {number} is not a JSON object", remedy)
-        records.append(record)
-    return records
 
 
 def seal(directory: Path) -> None:
@@ -69,15 +40,8 @@ def seal(directory: Path) -> None:
     atomic_write_json(directory / SEAL, sizes)
 
 
-def _read_text(path: Path, remedy: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise RunFileError(str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})", remedy) from None
-
-
 def _read_json(path: Path, remedy: str) -> Any:
-    text = _read_text(path, remedy)
+    text = read_text(path, remedy)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -137,7 +101,7 @@ class RunDir:
         if not self.config_path.exists():
             raise RunFileError(str(self.config_path), "missing", self.remedy)
         try:
-            config = yaml.safe_load(_read_text(self.config_path, self.remedy))
+            config = yaml.safe_load(read_text(self.config_path, self.remedy))
         except yaml.YAMLError as exc:
             raise RunFileError(str(self.config_path), f"not valid YAML ({exc})", self.remedy) from None
         if not isinstance(config, dict):

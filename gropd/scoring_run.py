@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from gropd.atomic import atomic_write_json
+from eval.files import atomic_write_json
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
 from gropd.horizon import separation_curve

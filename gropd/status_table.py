@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from gropd.config import ConfigError, Manifests, RunConfig, resolve_run
+from gropd.config import ConfigError, Manifests, RunConfig, RunFileError, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid
 from gropd.pipeline import what_changed
 from gropd.run_dir import DONE, RunDir
@@ -78,7 +78,7 @@ def status_rows(manifests: Manifests, profile: str, results_root: Path, override
         seen.add(entry.run_id)
         try:
             config = current_config(entry, run_file, profile, manifests, overrides, results_root)
-        except ConfigError as err:
+        except (ConfigError, RunFileError) as err:
             rows.append(StatusRow(entry.run_id, "broken", reason=str(err)))
             continue
         rows.append(run_row(RunDir(results_root / profile / entry.run_id), config, manifests))

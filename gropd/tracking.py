@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gropd.atomic import atomic_write_text
+from eval.files import atomic_write_text
 from gropd.config.schema import RunConfig, TrackingSettings
 from gropd.optional import require
 

@@ -30,9 +30,9 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object
 
+from eval.files import atomic_write_with
 from eval.grading import Grader
 from eval.suites import Question
-from gropd.atomic import atomic_write_with
 from gropd.credit import pressure, token_advantages, token_feedback, trajectory_scores
 from gropd.forward_batches import even_out, no_grad_logprobs, plan_forwards
 from gropd.logprobs import PackedBatch, pack, rows_logprobs

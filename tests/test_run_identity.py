@@ -59,7 +59,7 @@ def test_a_run_whose_models_changed_is_refused_and_is_nobodys_twin(tmp_path: Pat
     original = tiny_config(root, TABLE1, STEPS)
     assert execute(original, load_manifests(root / "experiments"), results)["status"] == "finished"
     recipe = root / "experiments" / "tiny_world.yaml"
-    recipe.write_text(recipe.read_text().replace("step: 600", "step: 601"))  # another I1.7
+    recipe.write_text(recipe.read_text().replace("step: 700", "step: 701"))  # another B1.7, so another I1.7
     manifests = load_manifests(root / "experiments")
     assert run_state(original, results, manifests)[1] == "changed"
     assert run_state(original, results)[1] == "finished"  # without the manifests only the config is compared

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import sys
@@ -11,7 +12,6 @@ from pathlib import Path
 import datasets
 import pytest
 
-import gropd.tiny
 from eval.suites import (
     Question,
     SuiteError,
@@ -172,11 +172,11 @@ def test_tiny_branch_uses_eval_questions(monkeypatch):
         calls.append((task, n))
         return [{"id": f"{task}-{i}", "question": f"{i}+1=", "answer": str(i + 1)} for i in range(n)]
 
-    fake = types.ModuleType("gropd.tiny.tasks")
+    fake = types.ModuleType("eval.tiny_tasks")
     fake.eval_questions = eval_questions
     fake.EVAL_POOL = 5
-    monkeypatch.setitem(sys.modules, "gropd.tiny.tasks", fake)
-    monkeypatch.setattr(gropd.tiny, "tasks", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "eval.tiny_tasks", fake)
+    monkeypatch.setattr(importlib.import_module("eval"), "tiny_tasks", fake, raising=False)
     spec = load_suite_manifest(MANIFEST, "tiny")["add3"]
     got = load_questions(spec, questions=3)
     assert calls == [("add3", 3)]

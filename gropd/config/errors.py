@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from eval.files import RunFileError  # results/ files that cannot be read back (eval owns the reader)
+
+__all__ = ["ConfigError", "RunFileError"]
+
 
 class ConfigError(Exception):
     """Bad input in a manifest, profile, grid, run file or override.
@@ -15,14 +19,3 @@ class ConfigError(Exception):
         if expected:
             message += f" (expected {expected})"
         super().__init__(message)
-
-
-class RunFileError(ConfigError):
-    """A file under results/ that cannot be read back: invalid, truncated, missing or edited.
-
-    Printed as `<file>: <problem>; <what to do>`; the CLI exits 2 on it (it is a ConfigError).
-    """
-
-    def __init__(self, file: str, problem: str, remedy: str):
-        self.file, self.key, self.problem, self.expected = file, "", problem, remedy
-        Exception.__init__(self, f"{file}: {problem}; {remedy}")

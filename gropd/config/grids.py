@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from gropd.atomic import atomic_write_text
+from eval.files import atomic_write_text
 from gropd.config.errors import ConfigError
 from gropd.config.layering import dotted_to_nested, read_yaml
 

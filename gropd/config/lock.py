@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from gropd.atomic import atomic_write_text
+from eval.files import atomic_write_text
 from gropd.config.errors import ConfigError
 from gropd.config.manifests import Manifests
 

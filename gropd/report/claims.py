@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gropd.atomic import atomic_write_text
+from eval.files import atomic_write_text
 from gropd.report.claim_dynamics import collapse_section, gamma_section, lambda_section, pressure_sections
 from gropd.report.claim_page import Section, verdict_line
 from gropd.report.claim_scores import beats_section, distillation_section, gains_section

@@ -10,7 +10,7 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gropd.atomic import atomic_write_text
+from eval.files import atomic_write_text
 
 
 @dataclass(frozen=True)

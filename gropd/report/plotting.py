@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from gropd.atomic import atomic_write_text, atomic_write_with
+from eval.files import atomic_write_text, atomic_write_with
 from gropd.report.labels import RunParams
 from gropd.report.loading import GridRun
 from gropd.report.settings import StyleSettings
@@ -70,11 +70,12 @@ def draw_dynamics(ax: Axes, steps: list[float], values: list[float], look: tuple
 
 
 def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
-    """Write <stem>.png and <stem>.pdf atomically (temp file, then rename)."""
+    """Write <stem>.png and <stem>.pdf atomically (temp file, then rename); the PDF carries no creation
+    date, so the same results give the same bytes."""
     paths = []
-    for fmt in ("png", "pdf"):
+    for fmt, metadata in (("png", None), ("pdf", {"CreationDate": None})):
         path = out_dir / f"{stem}.{fmt}"
-        atomic_write_with(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, dpi=150))
+        atomic_write_with(path, lambda tmp, f=fmt, m=metadata: fig.savefig(tmp, format=f, dpi=150, metadata=m))
         paths.append(path)
     return paths
 

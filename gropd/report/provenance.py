@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gropd.atomic import atomic_write_json
+from eval.files import atomic_write_json
 from gropd.report.context import ReportContext
 from gropd.report.loading import GridRun
 

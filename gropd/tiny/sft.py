@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedTokenizerBase, Qwen3Config, Qwen3ForCausalLM
 
+from eval.tiny_tasks import STYLES, TASKS, train_questions, worked_solution
 from gropd.templates import check_mode, render_prompt, render_target
-from gropd.tiny.tasks import STYLES, TASKS, train_questions, worked_solution
 
 IGNORE = -100
 

@@ -1,0 +1,91 @@
+"""The file helpers of results/: atomic writes (a temp file beside the target, renamed over it), and
+JSON-lines files read back with a torn last line tolerated."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+class RunFileError(ValueError):
+    """A file under results/ that cannot be read back: invalid, truncated, missing or edited.
+
+    Printed as `<file>: <problem>; <what to do>`; the CLI exits 2 on it.
+    """
+
+    def __init__(self, file: str, problem: str, remedy: str):
+        self.file, self.problem, self.remedy = file, problem, remedy
+        super().__init__(f"{file}: {problem}; {remedy}")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace `path` with `text` so that readers see the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """atomic_write_text of `data` as indented JSON."""
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def atomic_write_with(path: Path, write: Callable[[str], None]) -> None:
+    """Replace `path` with what `write(temp_path)` writes (for writers that want a path: torch.save, savefig)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_jsonl(path: Path, remedy: str, note: bool = True) -> list[dict[str, Any]]:
+    """The JSON objects of an append-only JSON-lines file, [] when it is absent.
+
+    A last line without its newline that does not parse is a torn append: it is dropped (with a
+    note on stderr when `note`). Any other line that is not a JSON object raises RunFileError.
+    """
+    if not path.exists():
+        return []
+    lines = read_text(path, remedy).split("\n")
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number == len(lines):
+                if note:
+                    print(f"note: {path}: last line is incomplete (a write cut short); ignored", file=sys.stderr)
+                break
+            raise RunFileError(str(path), f"line {number} is not valid JSON ({exc})", remedy) from None
+        if not isinstance(record, dict):
+            raise RunFileError(str(path), f"line {number} is not a JSON object", remedy)
+        records.append(record)
+    return records
+
+
+def read_text(path: Path, remedy: str) -> str:
+    """The UTF-8 text of `path`; RunFileError (naming `remedy`) when it is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise RunFileError(str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})", remedy) from None
