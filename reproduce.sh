@@ -2,7 +2,7 @@
 # GR-OPD reproduction: the paper's procedure, top to bottom.
 #
 #   ./reproduce.sh TARGET [--profile tiny|paper] [--seeds N] [--jobs N] [--full] [--dry-run] [--from-results]
-#                         [--results DIR] [--force] [key.path=value ...]
+#                         [--results DIR] [--force] [--fast] [key.path=value ...]
 #
 # Targets
 #   table1   train + evaluate the 5 pairings x {GR-OPD, vanilla OPD}, then write Table 1
@@ -21,7 +21,8 @@
 #   world    build the tiny world (tokenizer, arithmetic suites, SFT teachers and students)
 #   rehearse the paper profile's code path on this CPU (bf16 over float32 masters, 2 processes with FSDP2,
 #            a teacher server, evaluation on rank 0, a kill and a resume) and its checks: minutes
-#   test     run the test suite
+#   test     run the test suite (what CI runs); --fast skips the tests marked slow (those that train or
+#            build tiny models): minutes
 #
 # Without --profile: paper when CUDA is present, tiny otherwise (it says which and why).
 # --from-results rebuilds artefacts from results/ without running anything; --results DIR reads and writes
@@ -62,7 +63,7 @@ case "$target" in
   table1|table2|fig1|fig3|fig4|table6|tables|claims|all|runs|status|pin|world|rehearse|test) ;;
   *) echo "unknown target '$target'" >&2; usage >&2; exit 2;;
 esac
-profile=""; seeds=""; jobs=""; dry=""; from_results=""; force=""; results=""; passthrough=()
+profile=""; seeds=""; jobs=""; dry=""; from_results=""; force=""; results=""; fast=""; passthrough=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) profile=$2; shift 2;;
@@ -76,6 +77,7 @@ while [ $# -gt 0 ]; do
     --results) results=$2; shift 2;;
     --results=*) results=${1#*=}; shift;;
     --force) force=--force; shift;;
+    --fast) fast=1; shift;;
     -h|--help) usage; exit 0;;
     *) passthrough+=("$1"); shift;;
   esac
@@ -117,5 +119,5 @@ case "$target" in
   pin)    gropd pin --profile "${profile:-paper}";;
   world)  gropd world;;
   rehearse) py -m gropd.rehearsal;;
-  test)   py -m pytest -q "${passthrough[@]}";;
+  test)   py -m pytest -q ${fast:+-m "not slow"} "${passthrough[@]}";;
 esac

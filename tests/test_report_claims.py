@@ -10,11 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from gropd.report import ARTEFACTS, build
-from gropd.report.claim_scores import beats_section, distillation_section, gains_section
-from gropd.report.verdicts import distillation
-from tests.conftest_report import (
+from report_fixtures import (
     P1,
     P2,
     P3,
@@ -26,6 +22,10 @@ from tests.conftest_report import (
     write_experiments,
     write_run,
 )
+
+from gropd.report import ARTEFACTS, build
+from gropd.report.claim_scores import beats_section, distillation_section, gains_section
+from gropd.report.verdicts import distillation
 
 T1, T2, T3, T4 = "I4nothink→I1.7nothink", "I32nothink→I1.7nothink", "I4think→B1.7", "B4→B1.7"
 

@@ -8,10 +8,7 @@ Run ids follow gropd.config.grids; seeds beyond a grid's own (`--seeds N`) are f
 from __future__ import annotations
 
 import pytest
-
-from gropd.report.claim_dynamics import collapse_section, gamma_section, lambda_section, pressure_sections
-from gropd.report.verdicts import instability
-from tests.conftest_report import (
+from report_fixtures import (
     P1,
     P2,
     P3,
@@ -23,6 +20,9 @@ from tests.conftest_report import (
     write_experiments,
     write_run,
 )
+
+from gropd.report.claim_dynamics import collapse_section, gamma_section, lambda_section, pressure_sections
+from gropd.report.verdicts import instability
 
 T1, T2, T3 = "I4nothink→I1.7nothink", "I32nothink→I1.7nothink", "I4think→B1.7"
 TINY_CONFIG = {"train": {"prompts_per_batch": 8}, "sampling": {"max_new_tokens": 200}}

@@ -8,6 +8,7 @@ import pytest
 import torch
 import yaml
 from matplotlib.colors import to_rgba
+from report_fixtures import P1, P2, P3, dump, write_experiments, write_run
 
 from gropd.horizon import separation_curve
 from gropd.report import build
@@ -15,7 +16,6 @@ from gropd.report.context import ReportContext
 from gropd.report.figure1 import build_figure1
 from gropd.report.settings import load_settings
 from gropd.report.smoothing import trailing_mean
-from tests.conftest_report import P1, P2, P3, dump, write_experiments, write_run
 
 FIG1 = {
     "name": "fig1",

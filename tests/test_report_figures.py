@@ -6,6 +6,7 @@ import statistics
 
 import pytest
 from matplotlib.colors import to_rgba
+from report_fixtures import P1, P2, write_experiments, write_run
 
 from gropd.report import build
 from gropd.report.context import ReportContext
@@ -13,7 +14,6 @@ from gropd.report.figure3 import build_figure3
 from gropd.report.figure4 import build_figure4
 from gropd.report.settings import load_settings
 from gropd.report.smoothing import centred_mean, trailing_mean
-from tests.conftest_report import P1, P2, write_experiments, write_run
 
 PURPLE = to_rgba("purple")
 

@@ -7,6 +7,7 @@ import statistics
 
 import pytest
 import yaml
+from report_fixtures import P1, P2, P3, P4, REPO, summary, write_experiments, write_run
 
 from gropd.config.errors import ConfigError
 from gropd.report import ARTEFACTS, build
@@ -17,7 +18,6 @@ from gropd.report.settings import load_settings
 from gropd.report.table1 import build_table1
 from gropd.report.table2 import build_table2
 from gropd.report.table6 import build_table6
-from tests.conftest_report import P1, P2, P3, P4, REPO, summary, write_experiments, write_run
 
 T1, T2, T3 = "I4nothink→I1.7nothink", "I32nothink→I1.7nothink", "I4think→B1.7"
 

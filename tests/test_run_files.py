@@ -13,12 +13,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from report_fixtures import P1, write_experiments, write_run
 from tiny_runs import project
 
 from gropd import cli
 from gropd.config import data_hash
 from gropd.run_dir import RunDir
-from tests.conftest_report import P1, write_experiments, write_run
 
 pytestmark = pytest.mark.slow
 RUN = "table1__I4nothink-I1.7nothink__gropd"
