@@ -87,11 +87,11 @@ ensure_venv
 export PYTHONUNBUFFERED=1
 py() { .venv/bin/python "$@"; }
 if [ -z "$profile" ] && [[ "$target" != test && "$target" != pin && "$target" != status && "$target" != rehearse ]]; then
-  profile=$(py -m gropd.hardware) || exit 2   # paper with CUDA, tiny without a GPU; stops on a GPU node torch cannot use
+  profile=$(py -m gropd.model.hardware) || exit 2   # paper with CUDA, tiny without a GPU; stops on a GPU node torch cannot use
 fi
-gropd() { py -m gropd.cli ${results:+--results "$results"} "$@"; }
+gropd() { py -m gropd.runs.cli ${results:+--results "$results"} "$@"; }
 if [ -z "$jobs" ] && [ "$profile" = tiny ]; then  # one run per core: the tiny profile's runs use one thread each
-  jobs=$(py -c "from gropd.threads import usable_cores; print(usable_cores())")
+  jobs=$(py -c "from gropd.runs.lifecycle import usable_cores; print(usable_cores())")
   echo "tiny profile: --jobs $jobs (one run per core, results as one at a time; --jobs 1 to run them in turn)" >&2
 fi
 
@@ -118,6 +118,6 @@ case "$target" in
   status) gropd status ${profile:+--profile "$profile"} "${passthrough[@]}";;
   pin)    gropd pin --profile "${profile:-paper}";;
   world)  gropd world;;
-  rehearse) py -m gropd.rehearsal;;
+  rehearse) py -m gropd.runs.rehearsal;;
   test)   py -m pytest -q ${fast:+-m "not slow"} "${passthrough[@]}";;
 esac

@@ -6,7 +6,7 @@ rollouts, for responses of 2k and 8k tokens. Random weights from a Qwen3-1.7B-sh
                                    [--rollout-rows 16]
 
 Rollouts use vLLM when it is installed (the random model saved to a temp dir, token-id prompts, no
-tokenizer), else the transformers sampler (gropd/rollout/hf.py), capped at HF_ROLLOUT_CAP tokens.
+tokenizer), else the transformers sampler (gropd/model/rollout/hf.py), capped at HF_ROLLOUT_CAP tokens.
 `--device cpu --shape tiny` runs the same code on a CPU in seconds (tests/test_benchmarks.py keeps it
 from breaking); its figures mean nothing. Prints a table and one JSON line.
 """
@@ -22,11 +22,11 @@ import time
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from gropd.forward_batches import no_grad_logprobs
-from gropd.logprobs import pack, response_logprobs
 from gropd.loss import clipped_policy_loss
-from gropd.rollout.base import SamplingSettings, StopRule
-from gropd.rollout.hf import HFRollout
+from gropd.model.forward_batches import no_grad_logprobs
+from gropd.model.logprobs import pack, response_logprobs
+from gropd.model.rollout.base import SamplingSettings, StopRule
+from gropd.model.rollout.hf import HFRollout
 
 SHAPES = {  # config.json numbers of Qwen/Qwen3-1.7B (no weights: random)
     "qwen3-1.7b": dict(

@@ -39,8 +39,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from gropd.logprobs import PackedBatch, pack, response_logprobs
 from gropd.loss import clipped_policy_loss
+from gropd.model.logprobs import PackedBatch, pack, response_logprobs
 
 VOCAB = 151_936
 TEMPERATURE = 0.7

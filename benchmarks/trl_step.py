@@ -15,7 +15,7 @@ pool in our sampler's order (PromptSampler, seed 0: both sides see the same prom
 16 prompts x 8 responses = 128 per rollout batch, two optimiser steps of 64 responses (8 prompts) each;
 temperature 1.0, top_p 1.0, no top-k, at most 200 new tokens, stop at <|im_end|> or <|endoftext|>;
 AdamW (lr 2e-4, betas 0.9/0.999, eps 1e-8, no weight decay) with the linear schedule of 10 warm-up
-updates to a floor of 0.1 (TRL gets the very optimiser and LambdaLR that gropd.training_run.make_optimizer
+updates to a floor of 0.1 (TRL gets the very optimiser and LambdaLR that gropd.train.loop.make_optimizer
 builds for the same number of rollout batches), gradient clipping at 1.0, no gradient checkpointing.
 
 TRL side: `trl.DistillationTrainer` + `trl.DistillationConfig` (trl 1.16.0; promoted out of
@@ -71,11 +71,11 @@ from pathlib import Path
 
 import torch
 
-from gropd.cli import quiet_libraries
 from gropd.config import load_manifests
-from gropd.pipeline import load_run, open_run_dir
-from gropd.run_dir import RunDir
-from gropd.training_run import train_run
+from gropd.runs.cli import quiet_libraries
+from gropd.runs.pipeline import load_run, open_run_dir
+from gropd.runs.run_dir import RunDir
+from gropd.train.loop import train_run
 
 RUN = "table1__I4nothink-I1.7nothink__opd"
 PHASES = ("time_rollout_s", "time_teacher_s", "time_update_s")
@@ -110,10 +110,10 @@ def ours(steps: int, results: Path) -> dict[str, list[float]]:
 
 def trl_work(steps: int):
     """What TRL needs for 1 + `steps` rollout batches: config, student, teacher, tokenizer, prompt texts."""
-    from gropd.checkpoints import load_model
-    from gropd.components import PromptRenderer, load_student, pairing_roles
-    from gropd.prompts import PromptSampler, load_prompt_pool
-    from gropd.templates import render_prompt
+    from gropd.model.checkpoints import load_model
+    from gropd.model.components import PromptRenderer, load_student, pairing_roles
+    from gropd.model.templates import render_prompt
+    from gropd.train.prompts import PromptSampler, load_prompt_pool
 
     manifests = load_manifests(Path("experiments"))
     config = load_run(manifests, "tiny", RUN, [f"train.steps={steps + 1}"])
@@ -143,7 +143,7 @@ def trl(steps: int, results: Path) -> dict[str, list[float]]:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import DistillationConfig, DistillationTrainer
 
-    from gropd.training_run import make_optimizer
+    from gropd.train.loop import make_optimizer
 
     config, model, teacher_model, tokenizer, prompts = trl_work(steps)
     t, s = config.train, config.sampling

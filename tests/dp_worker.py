@@ -18,9 +18,9 @@ import torch
 from accelerate import Accelerator
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from gropd.logprobs import pack, response_logprobs
-from gropd.rollout.base import RolloutBatch
-from gropd.trainer import Rollout, StepContext, assign_prompts, update_policy
+from gropd.model.logprobs import pack, response_logprobs
+from gropd.model.rollout.base import RolloutBatch
+from gropd.train.step import Rollout, StepContext, assign_prompts, update_policy
 
 PROMPTS, G, VOCAB = 8, 4, 20
 TRAIN = SimpleNamespace(
@@ -78,12 +78,12 @@ def build(mode: str, accelerator: Accelerator):
 
 
 def uneven(out: str) -> None:
-    """The π_S,old pass of gropd.trainer.old_logprobs on rows whose lengths differ between the ranks."""
+    """The π_S,old pass of gropd.train.step.old_logprobs on rows whose lengths differ between the ranks."""
     from datetime import timedelta
 
     from accelerate.utils import InitProcessGroupKwargs
 
-    from gropd.trainer import old_logprobs
+    from gropd.train.step import old_logprobs
 
     accelerator = Accelerator(cpu=True, kwargs_handlers=[InitProcessGroupKwargs(timeout=timedelta(seconds=20))])
     model, _, _ = build("fsdp2", accelerator)

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gropd import cli
 from gropd.config import ConfigError, config_hash, load_manifests, resolve_run
 from gropd.config.grids import expand_grid, load_grid, write_run_file
 from gropd.config.lock import pin, pinned_revision, read_lock
-from gropd.pipeline import find_run_file
+from gropd.runs import cli
+from gropd.runs.pipeline import find_run_file
 
 RUN = "table1__I4nothink-I1.7nothink__gropd"
 
@@ -172,7 +172,7 @@ def test_pin_writes_full_revisions_and_runs_check_them(experiments: Path) -> Non
 
 def test_pin_locks_the_training_prompts_and_paper_runs_refuse_them_unpinned(experiments: Path, monkeypatch) -> None:
     from gropd.config.lock import profile_prompt_source
-    from gropd.prompts import load_prompt_pool
+    from gropd.train.prompts import load_prompt_pool
 
     manifests = load_manifests(experiments)
     source = profile_prompt_source(manifests, "paper")

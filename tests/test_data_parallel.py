@@ -73,7 +73,7 @@ def test_ranks_with_other_response_lengths_run_as_many_forwards(tmp_path: Path) 
     plan its own forwards, run as many as the busiest one, and get the log-probs of an unsharded model."""
     from dp_worker import build
 
-    from gropd.logprobs import pack, response_logprobs
+    from gropd.model.logprobs import pack, response_logprobs
 
     run_worker(tmp_path / "uneven", "uneven", timeout=120)
     model, _, _ = build("single", __import__("accelerate").Accelerator(cpu=True))

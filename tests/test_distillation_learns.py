@@ -12,13 +12,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from eval.suites import Question
 from eval.tiny_tasks import eval_questions
-from gropd.checkpoints import checkpoint_ref
-from gropd.components import PromptRenderer, stop_rule
 from gropd.config import load_manifests
-from gropd.logprobs import pack
-from gropd.pipeline import execute
-from gropd.rollout.base import SamplingSettings
-from gropd.rollout.hf import HFRollout
+from gropd.model.checkpoints import checkpoint_ref
+from gropd.model.components import PromptRenderer, stop_rule
+from gropd.model.logprobs import pack
+from gropd.model.rollout.base import SamplingSettings
+from gropd.model.rollout.hf import HFRollout
+from gropd.runs.pipeline import execute
 
 pytestmark = pytest.mark.slow
 PAIRING = "I4nothink-I1.7nothink"

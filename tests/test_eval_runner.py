@@ -9,7 +9,7 @@ import pytest
 from eval.runner import chunk_seed, evaluate_model, read_records
 from eval.suites import Question, SuiteSpec
 from gropd.config import RunFileError
-from gropd.rollout.base import RolloutBatch, SamplingSettings
+from gropd.model.rollout.base import RolloutBatch, SamplingSettings
 
 SAMPLING = SamplingSettings(temperature=1.0, top_p=1.0, max_new_tokens=64)
 # correct samples per question: sample j of question i is correct iff j < CORRECT[suite][i]

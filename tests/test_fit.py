@@ -1,11 +1,11 @@
-"""The vLLM fit check (gropd/fit.py) on the real Qwen3-32B and Qwen3-4B config.json numbers, on an
+"""The vLLM fit check (gropd/model/fit.py) on the real Qwen3-32B and Qwen3-4B config.json numbers, on an
 H100 80 GB and an H200 141 GB (total memory as nvidia-smi reports it), at tensor parallel 1 and 4."""
 
 from __future__ import annotations
 
 import pytest
 
-from gropd.fit import GIB, Architecture, FitError, estimate, require_fit
+from gropd.model.fit import GIB, Architecture, FitError, estimate, require_fit
 
 # config.json of Qwen/Qwen3-32B and Qwen/Qwen3-4B (the fields that decide memory)
 QWEN3_32B = {

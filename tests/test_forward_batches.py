@@ -1,4 +1,4 @@
-"""Which rows go into which forward (gropd/forward_batches.py): plans worked out by hand, the same
+"""Which rows go into which forward (gropd/model/forward_batches.py): plans worked out by hand, the same
 count on every rank, and the numbers unchanged by any plan."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from gropd.forward_batches import even_out, forward_cost, no_grad_logprobs, plan_forwards
-from gropd.logprobs import pack, response_logprobs
+from gropd.model.forward_batches import even_out, forward_cost, no_grad_logprobs, plan_forwards
+from gropd.model.logprobs import pack, response_logprobs
 
 CPU = torch.device("cpu")
 

@@ -1,5 +1,5 @@
 """A GPU node whose torch cannot see its GPUs stops with exit 2 naming the driver and the torch build; it
-never falls back to the tiny profile there (gropd/hardware.py, reproduce.sh). nvidia-smi is faked."""
+never falls back to the tiny profile there (gropd/model/hardware.py, reproduce.sh). nvidia-smi is faked."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from test_reproduce_sh import REPO, copy_with_venv
 
-from gropd.hardware import choose_profile, why_not_usable
+from gropd.model.hardware import choose_profile, why_not_usable
 
 FAKE_SMI = '#!/usr/bin/env bash\necho "NVIDIA H100 80GB HBM3, 535.104.05"\necho "NVIDIA H100 80GB HBM3, 535.104.05"\n'
 
@@ -48,7 +48,7 @@ def test_reproduce_sh_stops_on_a_gpu_node_whose_torch_cannot_use_it(tmp_path: Pa
 def test_without_nvidia_smi_the_tiny_profile_is_chosen_and_said(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": "/usr/bin:/bin"}  # no nvidia-smi on it
     result = subprocess.run(
-        [os.sys.executable, "-m", "gropd.hardware"],
+        [os.sys.executable, "-m", "gropd.model.hardware"],
         env={**env, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,

@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from benchmarks.logprob_memory import VOCAB, run_child
-from gropd.chunked_logprobs import token_logprobs
-from gropd.logprobs import pack, response_logprobs, shared_prompt_logprobs
+from gropd.model.chunked_logprobs import token_logprobs
+from gropd.model.logprobs import pack, response_logprobs, shared_prompt_logprobs
 from gropd.tiny.world import ensure_tiny_world
 
 CPU = torch.device("cpu")

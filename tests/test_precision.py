@@ -12,10 +12,10 @@ import torch
 from safetensors.torch import load_file
 from tiny_runs import project, tiny_config
 
-from gropd.checkpoints import checkpoint_ref
 from gropd.config import load_manifests
-from gropd.pipeline import execute
-from gropd.run_dir import RunDir
+from gropd.model.checkpoints import checkpoint_ref
+from gropd.runs.pipeline import execute
+from gropd.runs.run_dir import RunDir
 
 pytestmark = pytest.mark.slow
 RUN = "table1__I4nothink-I1.7nothink__gropd"

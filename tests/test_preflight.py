@@ -1,4 +1,4 @@
-"""Checks before a run loads anything (gropd/preflight.py): the 32B teacher served by default in the
+"""Checks before a run loads anything (gropd/runs/preflight.py): the 32B teacher served by default in the
 paper profile, a served teacher without an address stopped at once (exit 2), its address outside the
 config hash, and the fit check on the run's own engines."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gropd.cli import main
 from gropd.config import ConfigError, config_hash, load_manifests
 from gropd.config.resolve import resolve_run
-from gropd.fit import FitError
-from gropd.preflight import require_fits, require_teacher_server
+from gropd.model.fit import FitError
+from gropd.runs.cli import main
+from gropd.runs.preflight import require_fits, require_teacher_server
 
 H100 = 81559 * 2**20
 

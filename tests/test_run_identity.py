@@ -9,10 +9,10 @@ import pytest
 from tiny_runs import FAST, project, tiny_config
 
 from gropd.config import ConfigError, config_hash, load_manifests
-from gropd.pipeline import execute, planned_state, run_state
-from gropd.run_dir import RunDir
-from gropd.status_table import status_rows
-from gropd.twins import settings_hash
+from gropd.runs.lifecycle import settings_hash
+from gropd.runs.pipeline import execute, planned_state, run_state
+from gropd.runs.run_dir import RunDir
+from gropd.runs.status import status_rows
 
 pytestmark = pytest.mark.slow
 TABLE1 = "table1__I4nothink-I1.7nothink__opd"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gropd.run_dir import RunDir
-from gropd.run_session import STALE_AFTER_S, is_alive, process_start, run_session
+from gropd.runs.run_dir import RunDir
+from gropd.runs.session import STALE_AFTER_S, is_alive, process_start, run_session
 
 
 def run_dir_with(tmp_path: Path, **status) -> RunDir:

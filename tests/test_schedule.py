@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gropd.schedule import lr_factor
+from gropd.train.loop import lr_factor
 
 
 def test_constant_with_warmup() -> None:

@@ -14,11 +14,11 @@ from tiny_runs import project, tiny_config
 
 from gropd.config import load_manifests
 from gropd.credit import token_advantages, token_feedback
-from gropd.logprobs import pack, response_logprobs
-from gropd.pipeline import open_run_dir
-from gropd.run_dir import RunDir
-from gropd.trainer import collect_rollout, update_policy
-from gropd.training_run import build_context, local_questions, make_accelerator
+from gropd.model.logprobs import pack, response_logprobs
+from gropd.runs.pipeline import open_run_dir
+from gropd.runs.run_dir import RunDir
+from gropd.train.loop import build_context, local_questions, make_accelerator
+from gropd.train.step import collect_rollout, update_policy
 
 pytestmark = pytest.mark.slow
 RUN = "table1__I4nothink-I1.7nothink__gropd"

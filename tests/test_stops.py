@@ -1,4 +1,4 @@
-"""How a response ends (gropd/rollout/base.py StopRule): stop tokens, and a base model that runs on into a
+"""How a response ends (gropd/model/rollout/base.py StopRule): stop tokens, and a base model that runs on into a
 new "Question:" of its own stops there, so the answer graded is the one it gave to the question asked."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import torch
 
 from eval.grading import Grader
-from gropd.components import stop_rule
-from gropd.rollout.base import SamplingSettings, finish_response
-from gropd.rollout.hf import HFRollout
+from gropd.model.components import stop_rule
+from gropd.model.rollout.base import SamplingSettings, finish_response
+from gropd.model.rollout.hf import HFRollout
 from gropd.tiny.tokenizer import build_tokenizer
 
 TOKENIZER = build_tokenizer()

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gropd.teacher.server import (
+from gropd.model.teacher.server import (
     ServerTeacher,
     TeacherServerError,
     batch_slices,

@@ -9,7 +9,7 @@ import pytest
 from tiny_runs import project, tiny_config
 
 from gropd.config import load_manifests
-from gropd.pipeline import execute
+from gropd.runs.pipeline import execute
 from gropd.tiny.world import ensure_tiny_world
 
 pytestmark = pytest.mark.slow

@@ -7,13 +7,13 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from eval.suites import Question
-from gropd.collapse import collapse_reason
 from gropd.config.schema import CollapseRule
-from gropd.logprobs import pack, response_logprobs
-from gropd.prompts import PromptSampler
-from gropd.rollout.base import SamplingSettings, StopRule
-from gropd.rollout.hf import HFRollout
-from gropd.train_metrics import pearson, spearman
+from gropd.model.logprobs import pack, response_logprobs
+from gropd.model.rollout.base import SamplingSettings, StopRule
+from gropd.model.rollout.hf import HFRollout
+from gropd.train.loop import collapse_reason
+from gropd.train.prompts import PromptSampler
+from gropd.train.step import pearson, spearman
 
 CPU = torch.device("cpu")
 

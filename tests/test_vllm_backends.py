@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gropd.optional import MissingDependencyError, require
-from gropd.rollout.base import SamplingSettings, StopRule, checkpoint_name, full_state_dict_items
-from gropd.rollout.vllm import VLLMRollout, distributed_executor, request_seed, rollout_batch_from_outputs
-from gropd.teacher.vllm_engine import VLLMTeacher, response_logprobs_from_prompt_logprobs
+from gropd.model.optional import MissingDependencyError, require
+from gropd.model.rollout.base import SamplingSettings, StopRule, checkpoint_name, full_state_dict_items
+from gropd.model.rollout.vllm import VLLMRollout, distributed_executor, request_seed, rollout_batch_from_outputs
+from gropd.model.teacher.vllm_engine import VLLMTeacher, response_logprobs_from_prompt_logprobs
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 

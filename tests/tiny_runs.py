@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from gropd.config import RunConfig, load_manifests
-from gropd.pipeline import load_run
+from gropd.runs.pipeline import load_run
 
 REPO = Path(__file__).resolve().parents[1]
 # Fast settings for short test runs: few steps, one small suite, short responses capped generously.

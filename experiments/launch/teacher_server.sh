@@ -7,8 +7,8 @@
 # LABEL is a model label of the paper profile (experiments/models.yaml: I32, I4, B4); TP the
 # tensor-parallel size (default: every GPU this node shows; Qwen3-32B needs 2 or more on 80 GB cards);
 # PORT defaults to 8000. The model is served under the name `<repo>@<full revision>`, which
-# ServerTeacher (gropd/teacher/server.py) checks against the run's manifest before it scores anything.
-# Before it starts, `python -m gropd.fit` checks that weights, the KV cache of one MAX_MODEL_LEN
+# ServerTeacher (gropd/model/teacher/server.py) checks against the run's manifest before it scores anything.
+# Before it starts, `python -m gropd.model.fit` checks that weights, the KV cache of one MAX_MODEL_LEN
 # sequence and the prompt-log-prob workspace fit GPU_MEMORY_UTILIZATION of each GPU (exit 2 if not).
 # Point a run at it with
 #   backend.teacher_url=http://<this host>:PORT     (the 32B pairings score through a server by default)
@@ -41,7 +41,7 @@ print(source["repo"], pinned_revision(read_lock(lock_path), source["repo"], str(
 PY
 )
 read -r repo revision <<< "$pinned"
-python -m gropd.fit "$label" --tensor-parallel "$tp" --max-model-len "$max_model_len" \
+python -m gropd.model.fit "$label" --tensor-parallel "$tp" --max-model-len "$max_model_len" \
   --max-batched-tokens "$batched" --fraction "$memory"
 
 echo "serving ${repo}@${revision} (tp=${tp}) on ${HOST:-0.0.0.0}:${port}" >&2

@@ -24,7 +24,8 @@ class OptimizerSettings(Strict):
 
 
 class ScheduleSettings(Strict):
-    """gropd/schedule.py: warm-up over `warmup_steps` optimiser updates, then constant or a decay to min_lr_ratio."""
+    """gropd/train/loop.py: warm-up over `warmup_steps` optimiser updates, then constant or a decay to
+    min_lr_ratio."""
 
     name: Literal["constant", "linear", "cosine"] = "constant"
     warmup_steps: int = Field(ge=0, default=0)
@@ -133,7 +134,7 @@ class BackendSettings(Strict):
     threads: int | None = Field(default=None, ge=1)
     tensor_parallel: int = Field(ge=1, default=1)
     gradient_checkpointing: bool = False
-    max_tokens_per_forward: int = Field(ge=1)  # packed tokens per forward (gropd/forward_batches.py)
+    max_tokens_per_forward: int = Field(ge=1)  # packed tokens per forward (gropd/model/forward_batches.py)
     share_prompt_forward: bool = False  # a group's prompt forwarded once, its KV cache reused by its G responses
     old_logprobs: Literal["recompute", "sampler"] = "recompute"  # π_S,old: a trainer forward, or the sampler's own
     max_prompt_tokens: int = Field(ge=1, default=2048)  # vLLM engines: max_model_len = this + max_new_tokens

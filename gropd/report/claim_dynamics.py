@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gropd.report.claim_page import (
-    TRAINING_ENDED,
     Section,
     Setting,
     fixed,
@@ -44,6 +43,7 @@ from gropd.report.verdicts import (
     ordered_increasing,
     trend_window,
 )
+from gropd.runs.lifecycle import TRAINING_ENDED
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ GRID_TARGETS = {
     "gamma": "./reproduce.sh fig4 --seeds 3",
     "table6": "./reproduce.sh table6",
 }
-TRAINING_ENDED = ("trained", "finished", "collapsed")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from matplotlib import colormaps
 from matplotlib.axes import Axes
 
@@ -37,7 +36,7 @@ from gropd.report.plotting import (
     write_figure_markdown,
 )
 from gropd.report.provenance import write_provenance
-from gropd.run_dir import RunDir
+from gropd.runs.run_dir import RunDir
 
 H_TICKS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000)
 
@@ -118,9 +117,8 @@ def draw_separation(ax: Axes, ctx: ReportContext, runs: list[GridRun]) -> tuple[
 
 def generation_cap(run: GridRun, defaults: dict[str, Any]) -> int | None:
     """sampling.max_new_tokens of the run's resolved config.yaml, else of the profile's defaults."""
-    path = run.path / "config.yaml"
-    config = yaml.safe_load(path.read_text()) if path.exists() else defaults
-    return ((config or {}).get("sampling") or {}).get("max_new_tokens")
+    config = run.config() or defaults
+    return (config.get("sampling") or {}).get("max_new_tokens")
 
 
 def draw_training(axes: list[Axes], ctx: ReportContext, runs: list[GridRun]) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from gropd.config.grids import expand_grid, load_grid
 from gropd.report.context import ReportContext
-from gropd.run_dir import RunDir
+from gropd.runs.run_dir import RunDir
 
 
 @dataclass(frozen=True)

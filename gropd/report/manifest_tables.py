@@ -4,7 +4,6 @@ counts the evaluations actually used, read from results/<profile>/*/eval/summary
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from gropd.config.layering import read_yaml
 from gropd.report.context import ReportContext
 from gropd.report.formats import Table, plain, write_table
 from gropd.report.provenance import write_provenance
+from gropd.runs.run_dir import RunDir
 
 TABLE3 = (
     ("prompts_per_batch", "prompts per rollout batch"),
@@ -94,7 +94,7 @@ def used_counts(ctx: ReportContext) -> dict[str, set[int]]:
     """Per suite, the question counts recorded by any evaluation summary of this profile."""
     counts: dict[str, set[int]] = {}
     for path in sorted(ctx.profile_results.glob("*/eval/summary.json")):
-        for suite, record in (json.loads(path.read_text()).get("suites") or {}).items():
+        for suite, record in ((RunDir(path.parents[1]).read_summary() or {}).get("suites") or {}).items():
             if isinstance(record, dict) and isinstance(record.get("questions"), int):
                 counts.setdefault(suite, set()).add(record["questions"])
     return counts

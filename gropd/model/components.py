@@ -1,0 +1,186 @@
+"""Build what a run needs from its config: student, teacher scorer, rollout engine, prompts.
+
+Backends are chosen by name (`backend.rollout`, `backend.teacher`); an unknown name lists
+the valid ones. Only models, data and sizes differ between profiles, never the code path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gropd.config.manifests import Manifests
+from gropd.config.schema import RunConfig
+from gropd.model.checkpoints import (
+    DTYPES,
+    CheckpointRef,
+    check_same_tokenizer,
+    checkpoint_ref,
+    load_model,
+    load_tokenizer,
+)
+from gropd.model.rollout.base import RolloutEngine, StopRule
+from gropd.model.teacher.base import TeacherScorer
+from gropd.model.templates import render_prompt, stop_strings, stop_token_ids
+
+
+@dataclass(frozen=True)
+class Role:
+    """One side of a pairing: which checkpoint, which mode it is prompted in."""
+
+    label: str
+    mode: str
+    ref: CheckpointRef
+
+
+@dataclass(frozen=True)
+class PromptRenderer:
+    """Question text -> prompt token ids for one mode (templates.render_prompt + encode)."""
+
+    tokenizer: Any
+    mode: str
+    instruction: str
+
+    def __call__(self, question: str) -> list[int]:
+        text = render_prompt(question, self.mode, self.tokenizer, self.instruction)
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+
+def pairing_roles(config: RunConfig, manifests: Manifests) -> tuple[Role, Role, str]:
+    """(student, teacher, teacher_render) of the run's pairing in the run's profile."""
+    record = manifests.pairings[config.pairing]
+    roles = []
+    for side in ("student", "teacher"):
+        label, mode = record[side]["model"], record[side]["mode"]
+        roles.append(Role(label, mode, checkpoint_ref(manifests, config.profile, label)))
+    return roles[0], roles[1], record.get("teacher_render", "own")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("backend.device=cuda but CUDA is not available on this machine")
+    return torch.device(name)
+
+
+def max_model_len(config: RunConfig, max_new_tokens: int) -> int:
+    """A vLLM engine's max_model_len: the prompt budget plus the longest response it serves."""
+    return config.backend.max_prompt_tokens + max_new_tokens
+
+
+def _hf_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id: int) -> TeacherScorer:
+    from gropd.model.teacher.hf import HFTeacher
+
+    b = config.backend
+    return HFTeacher(
+        load_model(teacher.ref, device, b.dtype), pad_id, device, b.max_tokens_per_forward, b.share_prompt_forward
+    )
+
+
+def _vllm_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id: int) -> TeacherScorer:
+    from gropd.model.teacher.vllm_engine import VLLMTeacher
+
+    return VLLMTeacher(
+        teacher.ref.path,
+        revision=teacher.ref.revision,
+        tensor_parallel=config.backend.tensor_parallel,
+        dtype=config.backend.dtype,
+        gpu_memory_utilization=config.backend.teacher_gpu_fraction,
+        max_model_len=max_model_len(config, config.sampling.max_new_tokens),
+        max_num_batched_tokens=config.backend.teacher_max_batched_tokens,
+        tokenizer=teacher.ref.tokenizer_path,
+    )
+
+
+def _server_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id: int) -> TeacherScorer:
+    from gropd.model.teacher.server import ServerTeacher
+
+    if not config.backend.teacher_url:
+        raise ValueError("backend.teacher=server needs backend.teacher_url (http://host:port of `vllm serve`)")
+    return ServerTeacher(
+        config.backend.teacher_url,
+        model=teacher.ref.path,
+        revision=teacher.ref.revision,
+        batch_size=64,
+        timeout_s=600.0,
+        max_retries=5,
+        backoff_s=2.0,
+    )
+
+
+TEACHER_BACKENDS: dict[str, Callable[..., TeacherScorer]] = {
+    "hf": _hf_teacher,
+    "vllm": _vllm_teacher,
+    "server": _server_teacher,
+}
+
+
+def build_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id: int) -> TeacherScorer:
+    if config.backend.teacher not in TEACHER_BACKENDS:
+        raise ValueError(f"unknown teacher backend {config.backend.teacher!r}; valid: {', '.join(TEACHER_BACKENDS)}")
+    return TEACHER_BACKENDS[config.backend.teacher](config, teacher, device, pad_id)
+
+
+def stop_rule(mode: str, tokenizer: Any) -> StopRule:
+    """How a response of `mode` ends: the mode's stop tokens and stop strings (gropd/model/templates.py)."""
+    return StopRule(tuple(stop_token_ids(mode, tokenizer)), stop_strings(mode))
+
+
+def build_rollout(
+    config: RunConfig,
+    role: Role,
+    model: torch.nn.Module | None,
+    tokenizer: Any,
+    device: torch.device,
+    *,
+    seed: int,
+    gpu_fraction: float,
+    own_copy: bool,
+    max_new_tokens: int | None = None,
+    distributed: bool = True,
+) -> RolloutEngine:
+    """The rollout engine named by backend.rollout for `role` (checkpoint + mode).
+
+    hf samples `model` itself, or with `own_copy` its own copy in backend.dtype synced from it (the
+    trainer's float32 masters, sharded or not); vllm starts its own engine from the checkpoint (`model`
+    unused) and follows the trainer's weights through sync_weights. `max_new_tokens` sizes a vLLM
+    engine's max_model_len (default: the training cap); `distributed` False keeps a vLLM engine out of
+    the trainer's world (the evaluation after training runs on one rank).
+    """
+    rule = stop_rule(role.mode, tokenizer)
+    if config.backend.rollout == "hf":
+        from gropd.model.rollout.hf import HFRollout
+
+        if model is None:
+            raise ValueError("backend.rollout=hf samples from a loaded model; none was given")
+        decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
+        engine_dtype = DTYPES[config.backend.dtype] if own_copy else None
+        return HFRollout(model, rule, decode, tokenizer.pad_token_id, device, engine_dtype)
+    if config.backend.rollout == "vllm":
+        from gropd.model.rollout.vllm import VLLMRollout
+
+        return VLLMRollout(
+            role.ref.path,
+            revision=role.ref.revision,
+            tensor_parallel=config.backend.tensor_parallel,
+            dtype=config.backend.dtype,
+            gpu_memory_utilization=gpu_fraction,
+            enable_sleep_mode=False,
+            seed=seed,
+            max_model_len=max_model_len(config, max_new_tokens or config.sampling.max_new_tokens),
+            rule=rule,
+            tokenizer=role.ref.tokenizer_path,
+            distributed=distributed,
+        )
+    raise ValueError(f"unknown rollout backend {config.backend.rollout!r}; valid: hf, vllm")
+
+
+def load_student(student: Role, teacher: Role, device: torch.device, dtype: str) -> tuple[torch.nn.Module, Any]:
+    """The student model and its tokenizer; refuses a teacher with a different vocabulary."""
+    tokenizer = load_tokenizer(student.ref)
+    check_same_tokenizer(load_tokenizer(teacher.ref), tokenizer, teacher.ref.describe(), student.ref.describe())
+    return load_model(student.ref, device, dtype), tokenizer

@@ -1,0 +1,94 @@
+"""Which rows go into which forward: a token budget, rows of alike length side by side, and the same
+number of forwards on every data-parallel rank.
+
+A forward's cost is its packed tokens: rows x (longest prompt + longest response), or with shared
+prompts (gropd/model/logprobs.py: shared_prompt_logprobs) distinct prompts x longest prompt + rows x
+longest response. `plan_forwards` sorts the rows by response length and fills forwards in that order
+while the cost stays within `max_tokens` and the rows within `max_rows` (rows of alike length side by
+side: little padding); a row that alone exceeds the budget goes alone. Under FSDP every forward (and
+backward) is a collective, so each rank runs as many as the busiest rank (`even_out`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from gropd.model.logprobs import rows_logprobs
+
+
+def forward_cost(prompt_ids: list[list[int]], response_ids: list[list[int]], rows: list[int], share: bool) -> int:
+    """Packed tokens of one forward over `rows` (module docstring)."""
+    prompts = {tuple(prompt_ids[r]) for r in rows} if share else rows
+    width = max(len(prompt_ids[r]) for r in rows)
+    return len(prompts) * width + len(rows) * max(1, max(len(response_ids[r]) for r in rows))
+
+
+def plan_forwards(
+    prompt_ids: list[list[int]],
+    response_ids: list[list[int]],
+    max_tokens: int,
+    max_rows: int | None = None,
+    share_prompts: bool = False,
+) -> list[list[int]]:
+    """Every row in exactly one forward (module docstring), shortest responses first."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+    forwards: list[list[int]] = []
+    for row in sorted(range(len(prompt_ids)), key=lambda r: (len(response_ids[r]), r)):
+        current = forwards[-1] if forwards else None
+        fits = current is not None and (max_rows is None or len(current) < max_rows)
+        if fits and forward_cost(prompt_ids, response_ids, current + [row], share_prompts) <= max_tokens:
+            current.append(row)
+        else:
+            forwards.append([row])
+    return forwards
+
+
+def even_out(forwards: list[list[int]], count: int) -> list[list[int]]:
+    """`forwards` made exactly `count` long: the forward with the most rows is halved until there are
+    `count` (a half never costs more than the whole), then empty forwards (run on one row, output
+    dropped: only to keep the ranks in step) fill up."""
+    parts = [list(rows) for rows in forwards]
+    while len(parts) < count:
+        widest = max(range(len(parts)), key=lambda i: len(parts[i]))
+        if len(parts[widest]) < 2:
+            return parts + [[] for _ in range(count - len(parts))]
+        rows = parts[widest]
+        parts[widest : widest + 1] = [rows[: len(rows) // 2], rows[len(rows) // 2 :]]
+    return parts
+
+
+def no_grad_logprobs(
+    model: torch.nn.Module,
+    prompt_ids: list[list[int]],
+    response_ids: list[list[int]],
+    pad_id: int,
+    device: torch.device,
+    max_tokens: int,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    share_prompts: bool = False,
+    forwards: Callable[[int], int] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`rows_logprobs` of all rows `[B, T]` (T = the longest response), no gradient, in the forwards of
+    plan_forwards; `forwards(n)` turns this rank's count n into the count every rank runs (even_out)."""
+    length = max(1, max((len(r) for r in response_ids), default=0))
+    chosen = torch.zeros(len(response_ids), length, device=device)
+    entropy = torch.zeros_like(chosen) if with_entropy else None
+    plan = plan_forwards(prompt_ids, response_ids, max_tokens, share_prompts=share_prompts)
+    if forwards is not None:
+        plan = even_out(plan, forwards(len(plan)))
+    with torch.no_grad():
+        for rows in plan:
+            got, got_entropy = rows_logprobs(
+                model, prompt_ids, response_ids, rows or [0], pad_id, device, temperature, with_entropy, share_prompts
+            )
+            if not rows:
+                continue
+            index = torch.tensor(rows, device=device)
+            chosen[index, : got.shape[1]] = got
+            if entropy is not None:
+                entropy[index, : got.shape[1]] = got_entropy
+    return chosen, entropy

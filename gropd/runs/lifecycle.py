@@ -1,0 +1,222 @@
+"""A run's lifecycle, in one place: its states, when it counts as changed, its twins, its thread count.
+
+A run's status.json records one of STATES (run_dir.py); what a reader sees of it is one of
+
+    new        no status.json yet
+    changed    its config hash or its models differ from those it started with (what_changed)
+    running    a live session is working on it (runs/session.py: is_alive; only the status table asks)
+    finished | collapsed     DONE: not redone
+    failed | resumable       started and stopped; the next attempt resumes it
+
+and the transitions are: new → running (open_run_dir) → trained (training ended) → finished
+(evaluated), or → collapsed (the collapse rule) or → failed (an exception; resumed later); a run that
+is new but has a finished twin takes the twin's results instead of training; `--force` deletes the
+run and starts it as new.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from gropd.config import Manifests, RunConfig, config_hash, config_yaml, data_hash
+from gropd.config.errors import RunFileError
+from gropd.config.layering import read_yaml
+from gropd.model.checkpoints import checkpoint_identity
+from gropd.runs.run_dir import DONE, RunDir
+
+STARTED = (*DONE, "failed", "resumable")  # seen states of a run that has begun
+TRAINING_ENDED = ("trained", *DONE)  # recorded states whose training is over
+SIDES = ("student", "teacher")
+
+
+def seen_state(status: dict[str, Any] | None, changed: bool, alive: bool) -> str:
+    """The state a reader sees (the table above) of a run with this status.json."""
+    if status is None:
+        return "new"
+    recorded = status["status"]
+    if recorded not in (*DONE, "failed") and alive:
+        return "running"
+    if changed:
+        return "changed"
+    return recorded if recorded in (*DONE, "failed") else "resumable"
+
+
+def checkpoints_of(config: RunConfig, manifests: Manifests) -> dict[str, str]:
+    """Role → checkpoint_identity of the run's models (student and teacher; an eval run's model)."""
+    if config.kind == "eval":
+        return {"model": checkpoint_identity(manifests, config.profile, config.model)}
+    record = manifests.pairings[config.pairing]
+    return {side: checkpoint_identity(manifests, config.profile, record[side]["model"]) for side in SIDES}
+
+
+def what_changed(status: dict[str, Any], config: RunConfig, manifests: Manifests | None) -> str | None:
+    """Why a run's status.json no longer matches `config` (None when it does): another config hash, or,
+    given the manifests, other models than it started with (a rebuilt tiny world, a re-pinned revision)."""
+    if status["config_hash"] != config_hash(config):
+        return f"started with config {status['config_hash']}, now {config_hash(config)}"
+    recorded = status.get("checkpoints")
+    if manifests is None or recorded is None:
+        return None
+    now = checkpoints_of(config, manifests)
+    moved = [f"{role} {recorded.get(role)} -> {now[role]}" for role in now if recorded.get(role) != now[role]]
+    return f"started with other models: {'; '.join(moved)}" if moved else None
+
+
+def run_state(config: RunConfig, results_root: Path, manifests: Manifests | None = None) -> tuple[RunDir, str]:
+    """(run dir, one of: new, finished, collapsed, failed, resumable, changed); a failed run resumes too.
+    Without `manifests` a change of models goes unseen (what_changed).
+
+    A broken file that carrying the run on would read raises RunFileError (RunDir.check).
+    """
+    run_dir = RunDir(results_root / config.profile / config.run_id)
+    status = run_dir.read_status()
+    if status is None:
+        return run_dir, "new"
+    if what_changed(status, config, manifests):
+        return run_dir, "changed"
+    run_dir.check(status)
+    return run_dir, seen_state(status, changed=False, alive=False)
+
+
+# --- thread count ---------------------------------------------------------------------------------------
+# backend.threads: how `--jobs N` shares the cores, and why a run that started keeps its count.
+#
+# Threads are part of a run's identity (its config hash): a different intra-op thread count
+# can change the order of floating-point reductions, hence the bits of a run. The rule:
+#
+# - `--jobs N` gives each run that has not started `threads = max(1, cores // N)`, so that
+#   N x threads <= cores;
+# - a run that already started keeps the count it started with, with or without --jobs: when
+#   its status.json's hash matches its config with the thread count recorded in its
+#   config.yaml, that count is used. So a grid finished with `--jobs 2` stays finished when run
+#   again without it, and an interrupted run resumes bit for bit, instead of showing "changed";
+# - a count set on purpose, on the command line (`backend.threads=T`) or in the run's YAML
+#   file, always wins (and changes the hash as any edit does).
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def split_threads(cores: int, jobs: int) -> int:
+    """Threads per run for `jobs` runs at once: max(1, cores // jobs)."""
+    return max(1, cores // jobs)
+
+
+def threads_set_on_purpose(overrides: list[str], run_file: Path | None) -> bool:
+    """Whether backend.threads comes from the command line or the run's own YAML file."""
+    if any(item.partition("=")[0].strip() == "backend.threads" for item in overrides):
+        return True
+    if run_file is None or not run_file.exists():
+        return False
+    backend = read_yaml(run_file).get("backend")
+    return isinstance(backend, dict) and "threads" in backend
+
+
+def with_threads(config: RunConfig, threads: int | None) -> RunConfig:
+    """The same config with backend.threads = threads."""
+    return config.model_copy(update={"backend": config.backend.model_copy(update={"threads": threads})})
+
+
+def keep_started_threads(config: RunConfig, results_root: Path) -> RunConfig:
+    """`config` with the thread count its run started with, when that is the only difference from
+    the recorded run; `config` unchanged otherwise (new run, other changes, unreadable files)."""
+    run_dir = RunDir(results_root / config.profile / config.run_id)
+    try:
+        recorded_hash = (run_dir.read_status() or {}).get("config_hash")
+        recorded = run_dir.read_config()["backend"]["threads"]
+    except (OSError, TypeError, KeyError, RunFileError):
+        return config
+    if recorded_hash is None or recorded_hash == config_hash(config):
+        return config
+    candidate = with_threads(config, recorded)
+    return candidate if config_hash(candidate) == recorded_hash else config
+
+
+def run_threads(
+    config: RunConfig, overrides: list[str], run_file: Path | None, results_root: Path, split: int | None = None
+) -> RunConfig:
+    """`config` with the thread count its run gets (the rule above): its own when set on purpose, the
+    count it started with when it started, else `split` (under --jobs; None: its own)."""
+    if threads_set_on_purpose(overrides, run_file):
+        return config
+    kept = keep_started_threads(config, results_root)
+    if kept is not config or split is None or run_state(config, results_root)[1] in STARTED:
+        return kept
+    return with_threads(config, split)
+
+
+# --- twins ------------------------------------------------------------------------------------------------
+# A run whose settings equal those of a run another grid already finished is not trained again.
+#
+# Grids overlap: the λ sweep's GR-OPD λ = 0.25 run on I4nothink→I1.7nothink and its vanilla-OPD
+# baselines are Table 1's runs under other ids, and the γ sweep holds λ-sweep and Table 1 runs too.
+# Two runs are *twins* when their resolved configs are equal apart from the fields that only name
+# them (NAMING: run id, grid) and those that never change results (config.NOT_HASHED: tracking),
+# and they start from the same checkpoints.
+#
+# A new run with a finished or collapsed twin under the same results/<profile>/ takes the twin's
+# results instead of training: copies of metrics.jsonl, eval/ and the rollout dumps, and final/ as hard
+# links where the filesystem allows (it is only ever replaced whole, never written in place); not its
+# checkpoints or TensorBoard events. Its own config.yaml and
+# status.json are written for its own id, the status naming the twin in `copied_from`. `--force`
+# trains it anyway.
+
+NAMING = ("run_id", "grid")
+NOT_COPIED = ("checkpoints", "tracking", "status.json", "config.yaml", "final")
+SESSION_FIELDS = ("pid", "pid_start", "host", "wall_s", "failed_in")
+
+
+def settings_hash(config_data: dict[str, Any]) -> str:
+    """data_hash of a config mapping without the fields that only name the run (NAMING)."""
+    return data_hash({key: value for key, value in config_data.items() if key not in NAMING})
+
+
+def find_twin(config: RunConfig, checkpoints: dict[str, str], results_root: Path) -> RunDir | None:
+    """A finished or collapsed run under results_root/<profile>/ with the settings of `config` and the
+    same models (`checkpoints`, as pipeline.checkpoints_of records them); the first by name."""
+    wanted = settings_hash(config.model_dump(mode="json"))
+    for status_path in sorted((results_root / config.profile).glob("*/status.json")):
+        candidate = RunDir(status_path.parent)
+        if candidate.root.name == config.run_id:
+            continue
+        try:
+            status = candidate.read_status() or {}
+            same_models = status.get("checkpoints") == checkpoints
+            if status.get("status") in DONE and same_models and settings_hash(candidate.read_config()) == wanted:
+                return candidate
+        except RunFileError:  # a broken run is nobody's twin; its own run reports it
+            continue
+    return None
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def copy_twin(twin: RunDir, run_dir: RunDir, config: RunConfig, identity: dict[str, Any]) -> dict[str, Any]:
+    """Give `run_dir` (absent or empty) the results of `twin`; returns the new status."""
+    staging = run_dir.root.with_name(run_dir.root.name + ".twin-tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(twin.root, staging, ignore=shutil.ignore_patterns(*NOT_COPIED))
+    if twin.final.is_dir():
+        shutil.copytree(twin.final, staging / "final", copy_function=_link_or_copy)
+    shutil.rmtree(run_dir.root, ignore_errors=True)
+    staging.rename(run_dir.root)
+    run_dir.write_config(config_yaml(config))
+    source = {key: value for key, value in (twin.read_status() or {}).items() if key not in SESSION_FIELDS}
+    return run_dir.update_status(**{**source, **identity, "copied_from": twin.root.name})
+
+
+def twin_to_copy(config: RunConfig, state: str, manifests: Manifests, results_root: Path, force: bool) -> RunDir | None:
+    """The finished run whose results a new, unforced run takes instead of training (the twins section)."""
+    if force or state != "new":
+        return None
+    return find_twin(config, checkpoints_of(config, manifests), results_root)

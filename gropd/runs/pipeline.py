@@ -1,0 +1,161 @@
+"""Run one run id end to end: resolve its config, train (kind train) and evaluate, or score (kind
+score: sample, teacher-score and grade the untrained student's responses), record status.
+
+A finished run (same config hash) is not redone, nor is a new run whose twin (the same settings
+under another id: gropd/runs/lifecycle.py) finished; an interrupted one resumes; a run whose config changed
+since it started is refused unless `force` (which starts it afresh).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_yaml, resolve_run
+from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid, write_run_file
+from gropd.runs.lifecycle import checkpoints_of, copy_twin, run_state, twin_to_copy, what_changed
+from gropd.runs.run_dir import DONE, RunDir
+from gropd.runs.session import Ranks, run_session
+from gropd.runs.tracking import check_backends, log_evaluation
+
+
+def grid_entries(manifests: Manifests, grids: list[str], seeds: list[int] | None = None) -> list[RunEntry]:
+    return [entry for name in grids for entry in expand_grid(load_grid(name, manifests.root), seeds)]
+
+
+def materialise(manifests: Manifests, profile: str, entries: list[RunEntry]) -> list[tuple[RunEntry, Path, str]]:
+    """Write (or keep, when edited) experiments/runs/<profile>/<run_id>.yaml for each entry."""
+    runs_dir = manifests.root / "runs" / profile
+    return [(entry, *write_run_file(entry, runs_dir)) for entry in entries]
+
+
+def find_run_file(manifests: Manifests, profile: str, run_id: str) -> Path:
+    """The run's YAML, generated from its grid if it does not exist yet."""
+    path = manifests.root / "runs" / profile / f"{run_id}.yaml"
+    if path.exists():
+        return path
+    grid = run_id.split("__", 1)[0]
+    if grid in grid_names(manifests.root):
+        for entry in grid_entries(manifests, [grid], seeds=[_seed_of(run_id)]):
+            if entry.run_id == run_id:
+                return write_run_file(entry, path.parent)[0]
+    raise ConfigError(str(path), "run_id", f"no run {run_id!r}", "an id listed by `./reproduce.sh runs`")
+
+
+def _seed_of(run_id: str) -> int:
+    tail = run_id.rsplit("__", 1)[-1]
+    return int(tail[4:]) if tail.startswith("seed") and tail[4:].isdigit() else 0
+
+
+def load_run(manifests: Manifests, profile: str, run_id: str, overrides: list[str] | None = None) -> RunConfig:
+    return resolve_run(find_run_file(manifests, profile, run_id), profile, manifests, overrides)
+
+
+def open_run_dir(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict[str, Any]:
+    """Make the run's directory and write its config; a run without a status.json gets its first one
+    (identity, status running, step 0). Returns the status."""
+    run_dir.root.mkdir(parents=True, exist_ok=True)
+    run_dir.write_config(config_yaml(config))
+    status = run_dir.read_status() or {}
+    if not status:
+        status = run_dir.update_status(
+            **identity(config, manifests), status="running", reason=None, step=0, collapse_step=None
+        )
+    return status
+
+
+def planned_state(config: RunConfig, results_root: Path, manifests: Manifests, force: bool = False) -> str:
+    """What `execute` would do with the run, in words: its run_state, "new (results of <twin>)" when a
+    twin's results would be copied, or "forced (started afresh)"."""
+    if force:
+        return "forced (started afresh)"
+    state = run_state(config, results_root, manifests)[1]
+    twin = twin_to_copy(config, state, manifests, results_root, force)
+    return f"new (results of {twin.root.name})" if twin is not None else state
+
+
+def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: bool = False) -> dict[str, Any]:
+    """Bring one run to `finished` or `collapsed`; returns its status. `force` deletes the run's
+    directory first, unread (so it also redoes a run whose files are broken).
+
+    Launched as several ranks (`accelerate launch`), every rank decides from the same reading of the
+    run's files (all read, then meet, before rank 0 writes anything), every rank trains, and only rank 0
+    writes the run's files and evaluates, once training has ended on every rank (the other ranks then
+    return: on a GPU node they free their devices for the evaluation engine).
+    """
+    ranks = Ranks.of(config)
+    if force and ranks.main:
+        shutil.rmtree(results_root / config.profile / config.run_id, ignore_errors=True)
+    ranks.meet()
+    run_dir, state = run_state(config, results_root, manifests)
+    ranks.meet()
+    if state in DONE:
+        print(f"[{config.run_id}] already {state}; nothing to do (--force redoes it)", file=sys.stderr)
+        return run_dir.read_status() or {}
+    if state == "changed":
+        raise ConfigError(
+            str(run_dir.status_path),
+            "config_hash / checkpoints",
+            f"run {config.run_id} {what_changed(run_dir.read_status() or {}, config, manifests)}",
+            "the same config and models to resume, or --force to start it afresh",
+        )
+    check_backends(config.tracking)
+    twin = twin_to_copy(config, state, manifests, results_root, force)
+    if twin is not None:
+        print(
+            f"[{config.run_id}] same settings as finished run {twin.root.name}: its results are copied", file=sys.stderr
+        )
+        status = copy_twin(twin, run_dir, config, identity(config, manifests)) if ranks.main else {}
+        ranks.meet()
+        return run_dir.read_status() or status
+    if ranks.main:
+        open_run_dir(config, manifests, run_dir)
+    ranks.meet()
+    with run_session(run_dir) as status:
+        if config.kind == "train" and status["status"] == "running":
+            from gropd.train.loop import train_run
+
+            ended = train_run(config, manifests, run_dir)  # ends every rank's process group
+            status = run_dir.update_status(**ended) if ranks.main else {**status, **ended}
+        if config.kind == "score" and status["status"] == "running":
+            from gropd.train.scoring import score_run
+
+            scored = score_run(config, manifests, run_dir)
+            return run_dir.update_status(**scored) if ranks.main else {**status, **scored}
+        if not ranks.main:
+            print(f"[{config.run_id}] rank {ranks.rank}: training done; rank 0 evaluates", file=sys.stderr)
+            return status
+        if status["status"] in ("trained", "running"):
+            from gropd.runs.evaluation import evaluate_run
+
+            summary = evaluate_run(config, manifests, run_dir)
+            log_evaluation(config, run_dir.root, summary, step=status.get("step", 0) + 1)
+            status = run_dir.update_status(status="finished")
+    return status
+
+
+def identity(config: RunConfig, manifests: Manifests) -> dict[str, Any]:
+    """The fields reports select runs by (results/README.md)."""
+    fields = {
+        "run_id": config.run_id,
+        "config_hash": config_hash(config),
+        "kind": config.kind,
+        "grid": config.grid,
+        "seed": config.seed,
+        "profile": config.profile,
+    }
+    if config.kind in ("train", "score"):
+        student = manifests.pairings[config.pairing]["student"]
+        fields |= {
+            "pairing": config.pairing,
+            "method": config.method,
+            "model": student["model"],
+            "mode": student["mode"],
+            "lam": config.gropd.lam if config.method == "gropd" else None,
+            "gamma": config.gropd.gamma if config.method in ("gropd", "raw") else None,
+        }
+    else:
+        fields |= {"model": config.model, "mode": config.mode, "pairing": None, "method": None}
+    return fields | {"checkpoints": checkpoints_of(config, manifests)}

@@ -1,0 +1,212 @@
+"""One run's directory under results/<profile>/<run_id>/ (layout in results/README.md), and the one
+place its files are read back.
+
+Writing: status.json and config.yaml are rewritten atomically; metrics.jsonl is appended one line
+per rollout batch and, on resume, cut back to the last checkpointed step so each step appears
+exactly once; a checkpoint directory (checkpoints/step_<N>/, final/) is written under a temp name,
+sealed with files.json (the size of every file in it) and only then renamed.
+
+Reading back: a file that is not valid, cut short, missing or edited raises RunFileError naming
+the file and what to do (delete the run directory, or pass --force to start the run afresh).
+The one thing tolerated is a torn last line of a JSON-lines file (an append cut short by a
+crash): it is dropped, with a note on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from eval.files import RunFileError, atomic_write_json, atomic_write_text, read_jsonl, read_text
+from gropd.config.resolve import data_hash
+
+STATES = ("running", "trained", "finished", "collapsed", "failed")
+DONE = ("finished", "collapsed")  # the states a run ends in: not redone
+SEAL = "files.json"
+
+
+def seal(directory: Path) -> None:
+    """Write directory/files.json: {relative path: size in bytes} of every file under `directory`."""
+    sizes = {
+        str(path.relative_to(directory)): path.stat().st_size
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and path.name != SEAL
+    }
+    atomic_write_json(directory / SEAL, sizes)
+
+
+def _read_json(path: Path, remedy: str) -> Any:
+    text = read_text(path, remedy)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RunFileError(str(path), "empty" if not text.strip() else f"not valid JSON ({exc})", remedy) from None
+
+
+class RunDir:
+    def __init__(self, root: Path):
+        self.root = root
+        self.config_path = root / "config.yaml"
+        self.status_path = root / "status.json"
+        self.metrics_path = root / "metrics.jsonl"
+        self.checkpoints = root / "checkpoints"
+        self.final = root / "final"
+        self.eval_dir = root / "eval"
+        self.summary_path = self.eval_dir / "summary.json"
+        self.horizon_path = root / "horizon.json"  # a scoring pass's J_H(H) (gropd.horizon.separation_curve)
+
+    @property
+    def afresh(self) -> str:
+        """How to redo this run from scratch (its directory is deleted unread)."""
+        run_id, profile = self.root.name, self.root.parent.name
+        return f"start the run afresh with `python -m gropd.runs.cli run {run_id} --profile {profile} --force`"
+
+    @property
+    def remedy(self) -> str:
+        """What to do about a broken file of this run."""
+        return f"delete {self.root} and run it again, or {self.afresh}"
+
+    # ------------------------------------------------------------------------- status and config
+
+    def read_status(self) -> dict[str, Any] | None:
+        """status.json, None when absent: a JSON object with `status` in STATES and a `config_hash`."""
+        if not self.status_path.exists():
+            return None
+        status = _read_json(self.status_path, self.remedy)
+        if not isinstance(status, dict):
+            raise RunFileError(str(self.status_path), "not a JSON object", self.remedy)
+        if status.get("status") not in STATES:
+            problem = f"status is {status.get('status')!r}, not one of {', '.join(STATES)}"
+            raise RunFileError(str(self.status_path), problem, self.remedy)
+        if not isinstance(status.get("config_hash"), str):
+            raise RunFileError(str(self.status_path), "no config_hash", self.remedy)
+        return status
+
+    def update_status(self, **fields: Any) -> dict[str, Any]:
+        """Merge `fields` into status.json (atomically) and return the new status."""
+        status = {**(self.read_status() or {}), **fields, "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        atomic_write_json(self.status_path, status)
+        return status
+
+    def write_config(self, config_yaml: str) -> None:
+        atomic_write_text(self.config_path, config_yaml)
+
+    def read_config(self) -> dict[str, Any]:
+        """config.yaml as a mapping."""
+        if not self.config_path.exists():
+            raise RunFileError(str(self.config_path), "missing", self.remedy)
+        try:
+            config = yaml.safe_load(read_text(self.config_path, self.remedy))
+        except yaml.YAMLError as exc:
+            raise RunFileError(str(self.config_path), f"not valid YAML ({exc})", self.remedy) from None
+        if not isinstance(config, dict):
+            raise RunFileError(str(self.config_path), "not a YAML mapping", self.remedy)
+        return config
+
+    def check(self, status: dict[str, Any]) -> None:
+        """Raise RunFileError if a file that carrying this run on would read is broken.
+
+        config.yaml must hash to status.json's config_hash (data_hash); a running train run needs a
+        readable metrics.jsonl and, if it has one, a complete latest checkpoint; a trained one a
+        complete final/; a run not yet finished needs readable eval/<suite>.jsonl files. A failed run
+        is checked as the status it failed in.
+        """
+        state = (status.get("failed_in") or "running") if status["status"] == "failed" else status["status"]
+        if data_hash(self.read_config()) != status["config_hash"]:
+            raise RunFileError(
+                str(self.config_path),
+                f"does not match config_hash {status['config_hash']} in {self.status_path.name} (edited or cut short)",
+                self.remedy,
+            )
+        if status.get("kind") == "train" and state == "running":
+            read_jsonl(self.metrics_path, self.remedy, note=False)
+            if latest := self.latest_checkpoint():
+                self.read_checkpoint(*latest)
+        if status.get("kind") == "train" and state == "trained":
+            self.check_sealed(self.final, self.remedy)
+        if state in ("running", "trained"):
+            for path in sorted(self.eval_dir.glob("*.jsonl")):
+                read_jsonl(path, f"delete {path} (its suite is evaluated again)", note=False)
+
+    # ------------------------------------------------------------------------- metrics and summary
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        """All complete metric records (read_jsonl: a torn last line is dropped, with a note)."""
+        records = read_jsonl(self.metrics_path, self.remedy)
+        if any(not isinstance(record.get("step"), int) for record in records):
+            raise RunFileError(str(self.metrics_path), "a record without an integer step", self.remedy)
+        return records
+
+    def append_metrics(self, record: dict[str, Any]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self.metrics_path.open("a") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def truncate_metrics(self, last_step: int) -> list[dict[str, Any]]:
+        """Keep only the records of steps 1..last_step; returns them."""
+        kept = [record for record in self.read_metrics() if record["step"] <= last_step]
+        atomic_write_text(self.metrics_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+        return kept
+
+    def read_horizon(self) -> dict[str, Any] | None:
+        """horizon.json (a scoring pass's J_H at every horizon), None when absent."""
+        if not self.horizon_path.exists():
+            return None
+        curve = _read_json(self.horizon_path, self.remedy)
+        if not isinstance(curve, dict) or not {"horizons", "values", "informative", "prompts"} <= set(curve):
+            raise RunFileError(str(self.horizon_path), "not a J_H record (horizons, values, ...)", self.remedy)
+        return curve
+
+    def read_summary(self) -> dict[str, Any] | None:
+        """eval/summary.json, None when absent."""
+        if not self.summary_path.exists():
+            return None
+        summary = _read_json(self.summary_path, self.remedy)
+        if not isinstance(summary, dict):
+            raise RunFileError(str(self.summary_path), "not a JSON object", self.remedy)
+        return summary
+
+    # ------------------------------------------------------------------------- checkpoints
+
+    def checkpoint_steps(self) -> list[tuple[int, Path]]:
+        """Checkpoints as (step, directory), oldest first (temp `.tmp` directories excluded)."""
+        found = [(path.name.split("_")[1], path) for path in self.checkpoints.glob("step_*")]
+        return sorted((int(step), path) for step, path in found if step.isdigit())
+
+    def latest_checkpoint(self) -> tuple[int, Path] | None:
+        steps = self.checkpoint_steps()
+        return steps[-1] if steps else None
+
+    def read_checkpoint(self, step: int, path: Path) -> dict[str, Any]:
+        """trainer_state.json of a complete checkpoint ({"step", "sampler"}), after check_sealed."""
+        remedy = f"delete {path} (the run resumes from the checkpoint before it, or from the start), or {self.afresh}"
+        self.check_sealed(path, remedy)
+        state = _read_json(path / "trainer_state.json", remedy)
+        if not isinstance(state, dict) or state.get("step") != step or "sampler" not in state:
+            raise RunFileError(str(path / "trainer_state.json"), f"not the trainer state of step {step}", remedy)
+        return state
+
+    @staticmethod
+    def check_sealed(directory: Path, remedy: str) -> None:
+        """Every file that directory/files.json lists exists with the size it was written with."""
+        seal_path = directory / SEAL
+        if not seal_path.exists():
+            where = "" if directory.exists() else f" ({directory} does not exist)"
+            problem = f"missing{where}: the directory was not completely written (or predates {SEAL})"
+            raise RunFileError(str(seal_path), problem, remedy)
+        sizes = _read_json(seal_path, remedy)
+        if not isinstance(sizes, dict):
+            raise RunFileError(str(seal_path), "not a JSON object", remedy)
+        for name, size in sizes.items():
+            path = directory / name
+            if not path.is_file():
+                raise RunFileError(str(path), f"missing (listed in {SEAL})", remedy)
+            if path.stat().st_size != size:
+                raise RunFileError(str(path), f"{path.stat().st_size} bytes, {size} when written (cut short)", remedy)

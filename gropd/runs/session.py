@@ -1,0 +1,125 @@
+"""One session of a run (a process working on it) as recorded in status.json: who, for how long, and
+how it ended.
+
+Liveness, how `status` tells *running* from *resumable*: a session records `pid` and `host`
+(and, on Linux, the process's start time, so a reused pid is not mistaken for it) when it
+starts, and the training loop refreshes `updated` every step. A run that is not done is
+running when that process is alive: on the same host, the pid exists; on another host
+(results/ on a shared filesystem), status.json was updated less than STALE_AFTER_S ago.
+Otherwise nobody is working on it and it is resumable.
+
+Failure: an exception in a session sets `status: failed`, `reason: "<Type>: message"` and
+`failed_in` (the status it failed in: running = training, trained = evaluating); the next
+session puts `failed_in` back and resumes from the last checkpoint. Ctrl-C or a kill is not a
+failure: the run stays resumable.
+
+Wall time: `wall_s` sums the sessions that ended (done, failed or interrupted); a session
+killed with SIGKILL adds nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from gropd.runs.run_dir import RunDir
+
+STALE_AFTER_S = 30 * 60
+
+
+def is_main_process() -> bool:
+    """Rank 0 (or no launcher): the one process of a run that writes its files and evaluates it."""
+    return os.environ.get("RANK", "0") == "0"
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """The processes of one run as a launcher started them (RANK, WORLD_SIZE): rank 0 writes the run's
+    files; `meet()` is a barrier of all of them (nothing with one process)."""
+
+    rank: int
+    world: int
+    device: str
+
+    @staticmethod
+    def of(config: Any) -> Ranks:
+        """This process's rank and world, from the launcher's environment (accelerate launch, torchrun)."""
+        import torch
+
+        cpu = config.backend.device == "cpu" or (config.backend.device == "auto" and not torch.cuda.is_available())
+        return Ranks(int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), "cpu" if cpu else "cuda")
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def meet(self) -> None:
+        """Wait until every rank is here. The process group is accelerate's own (PartialState: the one the
+        run's Accelerator then uses), made with the run's device so gloo serves a CPU run."""
+        if self.world == 1:
+            return
+        from accelerate import PartialState
+
+        PartialState(cpu=self.device == "cpu").wait_for_everyone()
+
+
+@contextmanager
+def run_session(run_dir: RunDir) -> Iterator[dict[str, Any]]:
+    """Record this process as the run's owner; yields the status to go on from (a failed run's
+    `failed_in` restored); records a failure or the session's wall time when the block ends."""
+    status = run_dir.read_status() or {}
+    main = is_main_process()
+    if main and status.get("status") == "failed":
+        status = run_dir.update_status(status=status.get("failed_in") or "running", reason=None, failed_in=None)
+    if main:
+        pid = os.getpid()
+        status = run_dir.update_status(pid=pid, pid_start=process_start(pid), host=socket.gethostname())
+    started = time.monotonic()
+    try:
+        yield status
+    except Exception as err:
+        if main:
+            now = run_dir.read_status() or {}
+            run_dir.update_status(status="failed", failed_in=now.get("status"), reason=f"{type(err).__name__}: {err}")
+        raise
+    finally:
+        if main:
+            wall = (run_dir.read_status() or {}).get("wall_s") or 0.0
+            run_dir.update_status(wall_s=round(wall + time.monotonic() - started, 1))
+
+
+def is_alive(status: dict[str, Any], now: float | None = None) -> bool:
+    """Whether the session recorded in `status` is still working on the run (rule in the module docstring)."""
+    pid, host = status.get("pid"), status.get("host")
+    if not isinstance(pid, int) or not isinstance(host, str):
+        return False
+    if host == socket.gethostname():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        recorded, current = status.get("pid_start"), process_start(pid)
+        return recorded is None or current is None or recorded == current
+    updated = status.get("updated")
+    try:
+        age = (now or time.time()) - datetime.strptime(updated, "%Y-%m-%dT%H:%M:%S").timestamp()
+    except (TypeError, ValueError):
+        return False
+    return age < STALE_AFTER_S
+
+
+def process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22), None off Linux."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None

@@ -1,0 +1,171 @@
+"""`./reproduce.sh status`: one table of every run of every grid, read from results/ while runs go on.
+
+Rows: each run of each grid (experiments/grids/, with the grids' own seeds), then any other run
+directory under results/<profile>/ that holds a status.json (other seeds, removed entries).
+Nothing is written and no model is loaded, so it can run in another terminal during a grid.
+
+    state      new        no status.json
+               running    not done, and the process recorded in status.json is alive
+                          (the liveness rule is in gropd/runs/session.py)
+               resumable  not done, and nobody is working on it
+               finished, collapsed   as recorded
+               changed    the run now resolves (with the overrides given to `status`) to another
+                          config hash, or its models changed (pipeline.what_changed): grid/run
+                          would refuse it without --force
+               failed     an exception stopped it (status.json's reason)
+               broken     status.json or the run's YAML cannot be read (the reason says why)
+    step       last step of metrics.jsonl / train.steps of the recorded config ("-": eval-only run)
+    reward, len   the last step's verifier_reward and mean_response_len
+    time       running: ETA of the training, the mean of the last 10 steps' time_*_s times the
+               steps left (evaluation not included; "evaluating" once trained);
+               done: wall time (status.json wall_s, the sum of its sessions)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gropd.config import ConfigError, Manifests, RunConfig, RunFileError, resolve_run
+from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid
+from gropd.runs.lifecycle import run_threads, seen_state, what_changed
+from gropd.runs.run_dir import DONE, RunDir
+from gropd.runs.session import is_alive
+
+ETA_WINDOW = 10
+TIMING_KEYS = ("time_rollout_s", "time_teacher_s", "time_update_s")
+
+
+@dataclass(frozen=True)
+class StatusRow:
+    run_id: str
+    state: str
+    step: str = ""
+    reward: str = ""
+    length: str = ""
+    time: str = ""
+    reason: str = ""
+
+
+def grid_runs(manifests: Manifests, profile: str) -> list[tuple[RunEntry, Path]]:
+    """Every run of every grid with the path of its run file (which may not exist yet)."""
+    runs_dir = manifests.root / "runs" / profile
+    return [
+        (entry, runs_dir / f"{entry.run_id}.yaml")
+        for name in grid_names(manifests.root)
+        for entry in expand_grid(load_grid(name, manifests.root))
+    ]
+
+
+def current_config(
+    entry: RunEntry, run_file: Path, profile: str, manifests: Manifests, overrides: list[str], results_root: Path
+) -> RunConfig:
+    """The run's config as `grid` would resolve it now, without writing its run file."""
+    if run_file.exists():
+        config = resolve_run(run_file, profile, manifests, overrides)
+    else:
+        config = resolve_run(None, profile, manifests, overrides, entry_values=entry.values)
+    return run_threads(config, overrides, run_file, results_root)
+
+
+def status_rows(manifests: Manifests, profile: str, results_root: Path, overrides: list[str]) -> list[StatusRow]:
+    rows, seen = [], set()
+    for entry, run_file in grid_runs(manifests, profile):
+        seen.add(entry.run_id)
+        try:
+            config = current_config(entry, run_file, profile, manifests, overrides, results_root)
+        except (ConfigError, RunFileError) as err:
+            rows.append(StatusRow(entry.run_id, "broken", reason=str(err)))
+            continue
+        rows.append(run_row(RunDir(results_root / profile / entry.run_id), config, manifests))
+    profile_dir = results_root / profile
+    others = sorted(p for p in profile_dir.glob("*/status.json") if p.parent.name not in seen)
+    rows += [run_row(RunDir(path.parent), None, None) for path in others]
+    return rows
+
+
+def run_row(run_dir: RunDir, config: RunConfig | None, manifests: Manifests | None) -> StatusRow:
+    """One run's row from its files; `config` None: not part of a grid, so never "changed"."""
+    run_id = run_dir.root.name
+    try:
+        status = run_dir.read_status()
+        if status is not None and not isinstance(status.get("status"), str):
+            raise ValueError("no 'status' string")
+    except Exception as err:  # any unreadable file is shown, never stops the table
+        return StatusRow(run_id, "broken", reason=f"{run_dir.status_path}: {err}")
+    if status is None:
+        return StatusRow(run_id, "new")
+    metrics = _metrics(run_dir)
+    steps = _recorded_steps(run_dir, config)
+    kind = status.get("kind", "train")
+    last = metrics[-1] if metrics else {}
+    changed = (what_changed(status, config, manifests) if config is not None else None) or ""
+    state = seen_state(status, bool(changed), alive=is_alive(status))
+    return StatusRow(
+        run_id,
+        state,
+        step="-" if kind == "eval" else f"{last.get('step', 0)}/{steps if steps else '?'}",
+        reward=_number(last.get("verifier_reward"), 3),
+        length=_number(last.get("mean_response_len"), 1),
+        time=_time(state, status, metrics, steps),
+        reason=changed or str(status.get("reason") or ""),
+    )
+
+
+def _metrics(run_dir: RunDir) -> list[dict[str, Any]]:
+    try:
+        return run_dir.read_metrics()
+    except (OSError, ValueError, TypeError):
+        return []
+
+
+def _recorded_steps(run_dir: RunDir, config: RunConfig | None) -> int | None:
+    """train.steps of the run's own config.yaml (what it is running), else of its current config."""
+    try:
+        return int(run_dir.read_config()["train"]["steps"])
+    except (OSError, ValueError, TypeError, KeyError, RunFileError):
+        return config.train.steps if config is not None else None
+
+
+def _time(state: str, status: dict[str, Any], metrics: list[dict[str, Any]], steps: int | None) -> str:
+    if state == "running":
+        if status["status"] == "trained" or status.get("kind") == "eval":
+            return "evaluating"
+        recent = [sum(r.get(key) or 0.0 for key in TIMING_KEYS) for r in metrics[-ETA_WINDOW:]]
+        if not recent or not steps:
+            return "ETA ?"
+        return f"ETA {format_seconds(sum(recent) / len(recent) * (steps - metrics[-1]['step']))}"
+    wall = status.get("wall_s")
+    return format_seconds(wall) if state in (*DONE, "failed") and isinstance(wall, (int, float)) else ""
+
+
+def _number(value: Any, digits: int) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) else ""
+
+
+def format_seconds(seconds: float) -> str:
+    """45s, 12m05s, 3h02m."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def format_table(rows: list[StatusRow]) -> str:
+    """A plain text table, one line a run, then a count of runs by state."""
+    header = StatusRow("run", "state", "step", "reward", "len", "time", "reason")
+    fields = ("run_id", "state", "step", "reward", "length", "time")
+    widths = [max(len(getattr(row, name)) for row in [header, *rows]) for name in fields]
+    lines = [
+        "  ".join(getattr(row, name).ljust(width) for name, width in zip(fields, widths, strict=True))
+        + f"  {row.reason}".rstrip()
+        for row in [header, *rows]
+    ]
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.state] = counts.get(row.state, 0) + 1
+    lines.append(f"{len(rows)} runs: " + ", ".join(f"{n} {state}" for state, n in counts.items()))
+    return "\n".join(line.rstrip() for line in lines)

@@ -1,0 +1,339 @@
+"""One training run from its resolved config: build, resume, loop, checkpoint, collapse, save; with the
+learning-rate schedule and the collapse rule it applies (the two sections at the end).
+
+Checkpoints (accelerate's save_state: model, optimiser, scheduler, RNG states, plus the
+prompt sampler's position) are written to a temp directory, sealed and renamed (run_dir.py), every
+`checkpoint_every` rollout batches and at the end. A resumed run replays exactly:
+sampling seeds are functions of (seed, step, rank), and metrics.jsonl is cut back to
+the checkpoint's step before the loop goes on.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import Accelerator, FullyShardedDataParallelPlugin, PartialState
+from accelerate.state import AcceleratorState, GradientState
+from accelerate.utils import DistributedType, broadcast_object_list, set_seed
+
+from eval.grading import Grader
+from eval.suites import Question
+from gropd.config.errors import ConfigError
+from gropd.config.manifests import Manifests
+from gropd.config.schema import CollapseRule, RunConfig
+from gropd.model.checkpoints import DTYPES
+from gropd.model.components import PromptRenderer, build_rollout, build_teacher, load_student, pairing_roles
+from gropd.runs import tracking
+from gropd.runs.run_dir import RunDir, seal
+from gropd.train.prompts import PromptSampler, load_prompt_pool
+from gropd.train.step import StepContext, assign_prompts, print_progress, step_seed, train_step
+
+MIXED_PRECISION = {"float32": "no", "bfloat16": "bf16"}  # backend.dtype -> accelerate's mixed_precision
+
+
+def make_accelerator(config: RunConfig, run_root: Path) -> Accelerator:
+    """The run's Accelerator, with its trackers (config.tracking) writing under run_root/tracking.
+
+    Precision comes from the run's config, not the launch config: the student is loaded in float32
+    (master weights and AdamW state) and computes in `backend.dtype`. Without FSDP accelerate wraps
+    the forward in autocast; under FSDP (`accelerate launch` with distributed_type FSDP) the FSDP2
+    policy keeps float32 shards, gathers bf16 parameters for compute and reduces gradients in
+    float32, and leaves outputs as computed (our log-probs are float32; accelerate's own default
+    would cast them to bf16). On a CPU accelerate does not apply FSDP at all (it runs MULTI_CPU/gloo);
+    fsdp_on_cpu makes it take its FSDP2 path there too, so the rehearsal runs the cluster's code.
+    """
+    device = config.backend.device
+    cpu = device == "cpu" or (device == "auto" and not torch.cuda.is_available())
+    if config.backend.threads:
+        torch.set_num_threads(config.backend.threads)
+    mixed = MIXED_PRECISION[config.backend.dtype]
+    launched = os.environ.get("ACCELERATE_MIXED_PRECISION")
+    if launched and launched != mixed:
+        print(
+            f"note: launch config mixed_precision {launched!r} ignored; the run's backend.dtype "
+            f"{config.backend.dtype} gives {mixed!r}",
+            file=sys.stderr,
+        )
+    plugin = fsdp_plugin(config.backend.dtype) if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" else None
+    # accelerate keeps one AcceleratorState per process, and refuses another precision once it is set; a grid
+    # runs its runs in one process, and they may differ in precision: each run's Accelerator starts afresh
+    # (the process group, in PartialState, stays)
+    AcceleratorState._reset_state()
+    GradientState._reset_state()
+    accelerator = Accelerator(
+        cpu=cpu, mixed_precision=mixed, fsdp_plugin=plugin, **tracking.accelerator_kwargs(config.tracking, run_root)
+    )
+    if plugin is not None and cpu:
+        fsdp_on_cpu(accelerator, plugin)
+    return accelerator
+
+
+def fsdp_plugin(dtype: str) -> FullyShardedDataParallelPlugin:
+    """The launch config's FSDP plugin (read from the FSDP_* variables accelerate launch sets) with our
+    mixed-precision policy: bf16 compute, float32 shards and gradient reduction, outputs uncast."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    plugin = FullyShardedDataParallelPlugin()
+    if dtype != "float32":
+        plugin.mixed_precision_policy = MixedPrecisionPolicy(param_dtype=DTYPES[dtype], reduce_dtype=torch.float32)
+    return plugin
+
+
+def fsdp_on_cpu(accelerator: Accelerator, plugin: FullyShardedDataParallelPlugin) -> None:
+    """Turn a CPU (MULTI_CPU, gloo) Accelerator into an FSDP one, as accelerate's state.py does for
+    GPUs (AcceleratorState._prepare_backend refuses FSDP off CUDA): the distributed type is set in the
+    shared PartialState too, which every later AcceleratorState() copies. Pinned accelerate 1.15.0."""
+    if accelerator.distributed_type != DistributedType.MULTI_CPU:
+        return  # one process: nothing to shard
+    accelerator.state.distributed_type = DistributedType.FSDP
+    PartialState._shared_state["distributed_type"] = DistributedType.FSDP
+    accelerator.state.fsdp_plugin = plugin
+    if not accelerator.is_fsdp2:
+        raise RuntimeError("accelerate did not take the FSDP2 path on the CPU (expected fsdp_version: 2)")
+
+
+def make_optimizer(config: RunConfig, model: torch.nn.Module):
+    o, s = config.train.optimizer, config.train.schedule
+    optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay, eps=o.eps)
+    updates_per_step = config.train.prompts_per_batch * config.train.group_size // config.train.minibatch_responses
+    total = config.train.steps * updates_per_step
+
+    def factor(update: int) -> float:
+        return lr_factor(update, total, s.name, s.warmup_steps, s.min_lr_ratio)
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def save_checkpoint(accelerator: Accelerator, run_dir: RunDir, step: int, sampler: PromptSampler, keep: int) -> None:
+    final, tmp = run_dir.checkpoints / f"step_{step}", run_dir.checkpoints / f"step_{step}.tmp"
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp))
+    accelerator.wait_for_everyone()  # every process's files are on disk before they are sealed
+    if accelerator.is_main_process:
+        (tmp / "trainer_state.json").write_text(json.dumps({"step": step, "sampler": sampler.state_dict()}))
+        seal(tmp)
+        tmp.rename(final)
+        for _, old in run_dir.checkpoint_steps()[:-keep]:
+            shutil.rmtree(old)
+    accelerator.wait_for_everyone()
+
+
+def build_context(
+    config: RunConfig, manifests: Manifests, accelerator: Accelerator, dump_dir: Path | None = None
+) -> tuple[StepContext, PromptSampler]:
+    set_seed(config.seed)
+    student, teacher, render = pairing_roles(config, manifests)
+    model, tokenizer = load_student(student, teacher, accelerator.device, "float32")  # float32 masters
+    if config.backend.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    optimizer, scheduler = make_optimizer(config, model)
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    own_copy = accelerator.num_processes > 1 or config.backend.dtype != "float32"
+    engine = build_rollout(
+        config,
+        student,
+        accelerator.unwrap_model(model),
+        tokenizer,
+        accelerator.device,
+        seed=config.seed,
+        gpu_fraction=config.backend.rollout_gpu_fraction,
+        own_copy=own_copy,
+    )
+    if config.backend.old_logprobs == "sampler" and not engine.samples_trained_weights:
+        raise ConfigError(
+            "run config",
+            "backend.old_logprobs",
+            f"'sampler', but the rollout engine ({config.backend.rollout}, {config.backend.dtype}, "
+            f"{accelerator.num_processes} process(es)) samples its own copy of the weights",
+            "recompute (the sampler's log-probs are π_S,old only when it runs the trained float32 weights)",
+        )
+    scorer = build_teacher(config, teacher, accelerator.device, tokenizer.pad_token_id)
+    instruction = config.prompt.instruction
+    teacher_mode = teacher.mode if render == "own" else student.mode
+    ctx = StepContext(
+        accelerator=accelerator,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        engine=engine,
+        teacher=scorer,
+        student_prompt=PromptRenderer(tokenizer, student.mode, instruction),
+        teacher_prompt=PromptRenderer(tokenizer, teacher_mode, instruction),
+        decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=False),
+        pad_id=tokenizer.pad_token_id,
+        grader=Grader(thinking=student.mode == "think"),
+        dump_dir=dump_dir,
+    )
+    pool = load_prompt_pool(config.train.prompts.source, config.profile, manifests)
+    return ctx, PromptSampler(pool, config.seed)
+
+
+def local_questions(sampler: PromptSampler, config: RunConfig, step: int, accelerator: Accelerator) -> list[Question]:
+    """The next rollout batch's prompts (train.prompts_per_batch), this process's share (assign_prompts)."""
+    questions = sampler.next(config.train.prompts_per_batch)
+    mine = assign_prompts(
+        len(questions), step_seed(config.seed, step, 0), accelerator.process_index, accelerator.num_processes
+    )
+    return [questions[i] for i in mine]
+
+
+def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
+    """Train until `train.steps` or collapse; returns the final status. Resumes from the last checkpoint."""
+    accelerator = make_accelerator(config, run_dir.root)
+    minibatch_prompts = config.train.minibatch_responses // config.train.group_size
+    if minibatch_prompts % accelerator.num_processes:
+        raise ValueError(
+            f"{accelerator.num_processes} processes cannot share minibatches of {minibatch_prompts} prompts "
+            "(train.minibatch_responses / train.group_size must be a multiple of the process count)"
+        )
+    ctx, sampler = build_context(config, manifests, accelerator, run_dir.root / "batches")
+    if accelerator.is_main_process:
+        run_dir.update_status(processes=accelerator.num_processes)
+    history, first = [], 1
+    resume = run_dir.latest_checkpoint()
+    last = 0
+    if resume:
+        last, path = resume
+        state = run_dir.read_checkpoint(last, path)
+        accelerator.load_state(str(path))
+        sampler.load_state_dict(state["sampler"])
+        history, first = [r for r in run_dir.read_metrics() if r["step"] <= last], last + 1
+        print(f"[{config.run_id}] resuming after step {last}", file=sys.stderr)
+    accelerator.wait_for_everyone()  # every rank has read the run's files before rank 0 rewrites one
+    if accelerator.is_main_process:
+        run_dir.truncate_metrics(last)
+    tracking.start(accelerator, config, run_dir.root, first_step=first)
+    started, status = time.perf_counter(), {"status": "running", "reason": None}
+    try:
+        for step in range(first, config.train.steps + 1):
+            record = train_step(ctx, config, local_questions(sampler, config, step, accelerator), step)
+            history.append(record)
+            reason = broadcast_object_list([collapse_reason(history, config.collapse)])[0]  # rank 0 decides
+            if accelerator.is_main_process:
+                run_dir.append_metrics(record)
+                tracking.log_step(accelerator, record)
+                run_dir.update_status(step=step, status="running")
+                print_progress(config.run_id, record, config.train.steps, started, first)
+            if reason:
+                status = {"status": "collapsed", "reason": reason, "collapse_step": step}
+                break
+            if step % config.train.checkpoint_every == 0 or step == config.train.steps:
+                save_checkpoint(accelerator, run_dir, step, sampler, config.train.keep_checkpoints)
+    finally:
+        ctx.grader.close()
+    if status["status"] == "running":
+        save_final(accelerator, ctx, run_dir, config.backend.dtype)
+        status = {"status": "trained", "reason": None, "collapse_step": None}
+    accelerator.wait_for_everyone()
+    accelerator.end_training()  # closes the trackers and this run's process group
+    return status
+
+
+def save_final(accelerator: Accelerator, ctx: StepContext, run_dir: RunDir, dtype: str) -> None:
+    """The final student as a transformers checkpoint (with its tokenizer) for the evaluation, in the
+    compute dtype `dtype` (backend.dtype: what a user serves; the float32 masters stay in the last
+    checkpoint). Every rank gathers (get_state_dict is a collective); rank 0 writes."""
+    accelerator.wait_for_everyone()
+    state = accelerator.get_state_dict(ctx.model)
+    if accelerator.is_main_process:
+        tmp = run_dir.root / "final.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        served = {name: tensor.to(DTYPES[dtype]) for name, tensor in state.items()}
+        model = accelerator.unwrap_model(ctx.model)
+        model.save_pretrained(tmp, state_dict=served)
+        config = copy.deepcopy(model.config)
+        config.dtype = dtype  # save_pretrained records the masters' float32; the tensors are `dtype`
+        config.save_pretrained(tmp)
+        ctx.student_prompt.tokenizer.save_pretrained(tmp)
+        seal(tmp)
+        shutil.rmtree(run_dir.final, ignore_errors=True)
+        tmp.rename(run_dir.final)
+    accelerator.wait_for_everyone()
+
+
+# --- schedule --------------------------------------------------------------------------------------------
+# The learning-rate schedule of the student's optimiser, as a factor of the base lr.
+#
+# For optimiser update `u` (0-based) of `total` updates, with `w` warm-up updates and
+# floor `m` (`min_lr_ratio`):
+#
+#     warm(u)   = min(1, (u + 1) / w)            (1 when w = 0)
+#     p         = min(u, total) / total          (progress through the run)
+#     constant  factor = warm(u)
+#     linear    factor = warm(u) · (m + (1 − m) · (1 − p))
+#     cosine    factor = warm(u) · (m + (1 − m) · ½ (1 + cos π p))
+
+SCHEDULES = ("constant", "linear", "cosine")
+
+
+def lr_factor(update: int, total: int, name: str, warmup_steps: int, min_lr_ratio: float) -> float:
+    """The multiplier of the base learning rate at optimiser update `update` (the formulas above)."""
+    if name not in SCHEDULES:
+        raise ValueError(f"unknown schedule {name!r}; valid: {', '.join(SCHEDULES)}")
+    warm = min(1.0, (update + 1) / warmup_steps) if warmup_steps else 1.0
+    if name == "constant":
+        return warm
+    progress = min(update, total) / total
+    decay = 1.0 - progress if name == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
+    return warm * (min_lr_ratio + (1.0 - min_lr_ratio) * decay)
+
+
+# --- collapse --------------------------------------------------------------------------------------------
+# When a run has collapsed (docs/DESIGN.md §1): non-finite numbers, or the run's YAML rule firing.
+#
+# Decided from the metrics history alone, so a resumed run decides exactly as an
+# uninterrupted one. Verifier reward is a monitor here, never part of the objective.
+
+FINITE_KEYS = ("loss", "mean_advantage_abs", "grad_norm")
+
+
+def collapse_reason(history: list[dict[str, Any]], rule: CollapseRule) -> str | None:
+    """A sentence saying why the run has collapsed at its last step, or None.
+
+    Reward rule: with m_s the `reward_window`-step trailing moving average of
+    `verifier_reward` and m_0 its first full-window value, collapsed when
+    m_s < reward_fraction · m_0 for `reward_patience` consecutive steps (never fires when m_0 = 0).
+    Length rule: `frac_at_len_cap` >= len_cap_fraction for `len_cap_patience` consecutive steps.
+    """
+    last = history[-1]
+    for key in FINITE_KEYS:
+        value = last.get(key)
+        if value is None or not math.isfinite(value):
+            return f"non-finite {key} ({value}) at step {last['step']}"
+    averages = _trailing_means([record["verifier_reward"] for record in history], rule.reward_window)
+    if averages and averages[0] > 0:
+        floor = rule.reward_fraction * averages[0]
+        if _run_length(averages, lambda m: m < floor) >= rule.reward_patience:
+            return (
+                f"verifier-reward moving average below {rule.reward_fraction:g} x its start "
+                f"({averages[0]:.3f}) for {rule.reward_patience} steps"
+            )
+    capped = [record["frac_at_len_cap"] for record in history]
+    if _run_length(capped, lambda x: x >= rule.len_cap_fraction) >= rule.len_cap_patience:
+        return f"{rule.len_cap_fraction:.0%} or more of responses at the length cap for {rule.len_cap_patience} steps"
+    return None
+
+
+def _trailing_means(values: list[float], window: int) -> list[float]:
+    return [sum(values[i - window : i]) / window for i in range(window, len(values) + 1)]
+
+
+def _run_length(values: list[float], condition) -> int:
+    """How many values at the end of the list satisfy `condition` in a row."""
+    count = 0
+    for value in reversed(values):
+        if not condition(value):
+            break
+        count += 1
+    return count

@@ -1,0 +1,412 @@
+"""The training loop: rollout -> teacher scoring -> credit -> clipped update -> metrics -> checkpoint.
+
+One loop for GR-OPD, vanilla OPD and the raw score (`method` picks the credit rule) and for both
+profiles; a scoring pass (gropd/train/scoring.py) reuses the rollout, grading and dump steps.
+Data parallelism: each of the accelerate processes takes an equal share of the prompts
+(whole groups) and of every optimisation minibatch; the loss is weighted so the summed
+gradient equals that of the full minibatch on one process (Table 3 holds exactly). Forwards
+are planned per rank (gropd/model/forward_batches.py) and evened out to the busiest rank's count,
+so FSDP's collectives stay in step whatever the response lengths.
+
+π_S,old (`backend.old_logprobs`): `recompute` runs the trainer's own no-grad forward over the
+rollout (the sampler may be another engine or dtype: vLLM, a bf16 copy); `sampler` takes the
+log-probs the sampler reports, allowed only when it samples the trained weights themselves
+(one float32 process: the same numbers up to float order). Either way `sampler_logprob_gap`
+logs the mean |recompute − sampler| on the steps that have both (every step under recompute;
+under sampler, step 1 and every checkpoint step, whose extra forward costs little).
+Deviation from the paper: none known; values the paper does not state come from YAML.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from accelerate import Accelerator
+from accelerate.utils import gather_object
+
+from eval.files import atomic_write_with
+from eval.grading import Grader
+from eval.suites import Question
+from gropd.credit import pressure, token_advantages, token_feedback, trajectory_scores
+from gropd.loss import clipped_policy_loss
+from gropd.model.forward_batches import even_out, no_grad_logprobs, plan_forwards
+from gropd.model.logprobs import PackedBatch, pack, rows_logprobs
+from gropd.model.rollout.base import RolloutBatch, RolloutEngine, SamplingSettings
+from gropd.model.teacher.base import TeacherScorer
+
+
+@dataclass
+class Rollout:
+    """One rollout batch on this process, tensors `[B, T]` (B = local prompts x G)."""
+
+    questions: list[Question]
+    batch: RolloutBatch
+    packed: PackedBatch
+    logp_old: torch.Tensor
+    teacher_logp: torch.Tensor
+    entropy: torch.Tensor
+    f: torch.Tensor
+    advantages: torch.Tensor | None  # None for a scoring pass (no method, no update)
+    scores: torch.Tensor  # S_i, [B]
+    degenerate_groups: int
+    seconds: dict[str, float]
+    sampler_gap: float | None = None  # Σ |recompute − sampler| over response tokens, where both exist
+    forwards: int | None = None  # this rank's planned forwards of the π_S,old recompute (before even_out)
+
+
+@dataclass
+class StepContext:
+    """What one step needs besides the config: models, engines, renderers, the process group."""
+
+    accelerator: Accelerator
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    engine: RolloutEngine
+    teacher: TeacherScorer
+    student_prompt: Any  # PromptRenderer
+    teacher_prompt: Any
+    decode: Any
+    pad_id: int
+    grader: Grader  # built with thinking = (student mode is think)
+    dump_dir: Path | None = None  # where dump_steps' tensors go (dump_path: batches/step_<N>_rank<R>.pt)
+
+    def busiest(self, count: int) -> int:
+        """The largest `count` over the data-parallel ranks (every rank calls it: a collective)."""
+        if self.accelerator.num_processes == 1:
+            return count
+        local = torch.tensor(count, device=self.accelerator.device)
+        return int(self.accelerator.reduce(local, reduction="max"))
+
+    def mean_over_ranks(self, values: dict[str, float]) -> dict[str, float]:
+        """Each value averaged over the data-parallel ranks (a collective)."""
+        if self.accelerator.num_processes == 1:
+            return values
+        local = torch.tensor(list(values.values()), dtype=torch.float64, device=self.accelerator.device)
+        return dict(zip(values, self.accelerator.reduce(local, reduction="mean").tolist(), strict=True))
+
+
+def step_seed(seed: int, step: int, rank: int) -> int:
+    """The sampling seed of one rollout batch: a function of (seed, step, rank) only, so resumes replay."""
+    return (seed * 1_000_003 + step * 9_176 + rank * 131) % (2**31 - 1)
+
+
+def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: int, step: int = 1) -> Rollout:
+    """Sample G responses per prompt, score them under the teacher, and compute f, S and A
+    (A by `config.method`'s credit rule; None when the run has no method, as a scoring pass)."""
+    G, device = config.train.group_size, ctx.accelerator.device
+    sampling = SamplingSettings(config.sampling.temperature, config.sampling.top_p, config.sampling.max_new_tokens)
+    t0 = time.perf_counter()
+    ctx.engine.sync_weights(ctx.accelerator.unwrap_model(ctx.model))
+    batch = ctx.engine.generate([ctx.student_prompt(q.question) for q in questions], G, sampling, seed)
+    t1 = time.perf_counter()
+    teacher_prompts = [ctx.teacher_prompt(q.question) for q in questions for _ in range(G)]
+    teacher_rows = ctx.teacher.score(teacher_prompts, batch.response_ids)
+    t2 = time.perf_counter()
+    packed = pack(batch.prompt_ids, batch.response_ids, ctx.pad_id, device)
+    width = packed.response_ids.shape[1]
+    logp_old, entropy, gap, forwards = old_logprobs(ctx, config, batch, width, step)
+    teacher_logp = rows_tensor(teacher_rows, width, device)
+    mask = packed.response_mask
+    f = token_feedback(teacher_logp, logp_old, mask)
+    g = config.gropd
+    advantages, stats = (None, {"degenerate_groups": 0})
+    if config.method is not None:
+        advantages, stats = token_advantages(
+            config.method,
+            f,
+            mask,
+            gamma=g.gamma,
+            group_size=G,
+            lam=g.lam,
+            eps=g.eps,
+            std=g.std,
+            sigma_floor=g.sigma_floor,
+            degenerate=g.degenerate,
+        )
+    scores = trajectory_scores(f, mask, g.gamma)
+    seconds = {"rollout": t1 - t0, "teacher": t2 - t1, "credit": time.perf_counter() - t2}
+    return Rollout(
+        questions,
+        batch,
+        packed,
+        logp_old,
+        teacher_logp,
+        entropy,
+        f,
+        advantages,
+        scores,
+        stats["degenerate_groups"],
+        seconds,
+        gap,
+        forwards,
+    )
+
+
+def rows_tensor(rows: list[list[float]], width: int, device: torch.device) -> torch.Tensor:
+    """Ragged per-token rows as `[B, width]`, right-padded with 0."""
+    return torch.tensor([row + [0.0] * (width - len(row)) for row in rows], device=device)
+
+
+def old_logprobs(
+    ctx: StepContext, config, batch: RolloutBatch, width: int, step: int
+) -> tuple[torch.Tensor, torch.Tensor, float | None, int | None]:
+    """(π_S,old `[B, T]`, entropy `[B, T]`, Σ |recompute − sampler| or None, this rank's planned recompute
+    forwards or None) by `backend.old_logprobs` (module docstring)."""
+    device, b = ctx.accelerator.device, config.backend
+    use_sampler = b.old_logprobs == "sampler"
+    check = not use_sampler or step == 1 or step % config.train.checkpoint_every == 0
+    recomputed, planned = None, []
+    if check:
+        recomputed = no_grad_logprobs(
+            ctx.model,
+            batch.prompt_ids,
+            batch.response_ids,
+            ctx.pad_id,
+            device,
+            b.max_tokens_per_forward,
+            config.sampling.temperature,
+            with_entropy=True,
+            share_prompts=b.share_prompt_forward,
+            forwards=lambda count: planned.append(count) or ctx.busiest(count),
+        )
+    sampler = None if batch.sampler_logprobs is None else rows_tensor(batch.sampler_logprobs, width, device)
+    gap = None
+    if recomputed is not None and sampler is not None:
+        mask = rows_tensor([[1.0] * len(r) for r in batch.response_ids], width, device)
+        gap = float(((recomputed[0][:, :width] - sampler).abs() * mask).sum())
+    forwards = planned[0] if planned else None
+    if use_sampler:
+        return sampler, rows_tensor(batch.sampler_entropy, width, device), gap, forwards
+    return recomputed[0][:, :width], recomputed[1][:, :width], gap, forwards
+
+
+def _minibatch_weight(
+    rows: torch.Tensor, mask: torch.Tensor, minibatch: torch.Tensor, agg: str, accelerator: Accelerator
+) -> float:
+    """A micro-batch's share of its minibatch's loss (tokens for token-mean, else sequences), globally."""
+    if agg == "token-mean":
+        local, part = mask[minibatch].sum(), mask[rows].sum()
+    else:
+        local, part = torch.tensor(float(len(minibatch))), torch.tensor(float(len(rows)))
+    total = accelerator.reduce(local.to(accelerator.device).float(), reduction="sum")
+    return float(part) / float(total) * accelerator.num_processes
+
+
+def assign_prompts(count: int, seed: int, rank: int, world: int) -> list[int]:
+    """This process's prompts (indices into the rollout batch's `count` prompts).
+
+    The prompts are shuffled with a seed shared by every process; minibatch k is then
+    the shuffled prompts [k·m, (k+1)·m) and process r holds every world-th of them
+    (positions ≡ r mod world). Each process's k-th local minibatch is its share of the
+    same global minibatch, whatever the number of processes.
+    """
+    order = torch.randperm(count, generator=torch.Generator().manual_seed(seed)).tolist()
+    return order[rank::world]
+
+
+def update_policy(ctx: StepContext, config, rollout: Rollout) -> dict[str, float]:
+    """Clipped updates over minibatches (consecutive local rows; see assign_prompts), with gradient
+    accumulation over the minibatch's forwards (plan_forwards: at most per_device_batch responses and
+    backend.max_tokens_per_forward packed tokens each, as many on every rank: even_out)."""
+    t, b = config.train, config.backend
+    prompts, responses = rollout.batch.prompt_ids, rollout.batch.response_ids
+    B = len(responses)
+    local_minibatch = t.minibatch_responses // ctx.accelerator.num_processes
+    mask = rollout.packed.response_mask.cpu()
+    sums: dict[str, list[float]] = {"loss": [], "clip_frac": [], "approx_kl": [], "ratio_mean": [], "grad_norm": []}
+    ctx.model.train()
+    for start in range(0, B, local_minibatch):
+        minibatch = list(range(start, min(start + local_minibatch, B)))
+        local = [
+            [minibatch[i] for i in rows]
+            for rows in plan_forwards(
+                [prompts[r] for r in minibatch],
+                [responses[r] for r in minibatch],
+                b.max_tokens_per_forward,
+                t.per_device_batch,
+                b.share_prompt_forward,
+            )
+        ]
+        for rows in even_out(local, ctx.busiest(len(local))):
+            logp_new, _ = rows_logprobs(
+                ctx.model,
+                prompts,
+                responses,
+                rows or [minibatch[0]],
+                ctx.pad_id,
+                ctx.accelerator.device,
+                config.sampling.temperature,
+                share_prompts=b.share_prompt_forward,
+            )
+            index = torch.tensor(rows or [minibatch[0]])
+            width = logp_new.shape[1]
+            row_mask = rollout.packed.response_mask[index, :width]
+            loss, stats = clipped_policy_loss(
+                logp_new,
+                rollout.logp_old[index, :width],
+                rollout.advantages[index, :width],
+                row_mask,
+                t.clip_low,
+                t.clip_high,
+                t.agg,
+            )
+            weight = _minibatch_weight(index, mask, torch.tensor(minibatch), t.agg, ctx.accelerator) if rows else 0.0
+            ctx.accelerator.backward(loss * weight)
+            if rows:
+                for key in ("clip_frac", "approx_kl", "ratio_mean"):
+                    sums[key].append(float(stats[key]))
+                sums["loss"].append(float(loss.detach()))
+        grad_norm = ctx.accelerator.clip_grad_norm_(ctx.model.parameters(), t.max_grad_norm)
+        sums["grad_norm"].append(float(grad_norm))
+        ctx.optimizer.step()
+        ctx.scheduler.step()
+        ctx.optimizer.zero_grad(set_to_none=True)
+    return ctx.mean_over_ranks({key: sum(values) / len(values) for key, values in sums.items()})
+
+
+def grade_rollout(ctx: StepContext, config, rollout: Rollout) -> list[float]:
+    """Verifier reward of each local response, `[B]`: 1.0 if its final answer equals the gold one, else 0.0."""
+    texts = [ctx.decode(ids) for ids in rollout.batch.response_ids]
+    golds = [q.answer for q in rollout.questions for _ in range(config.train.group_size)]
+    return [float(v.correct) for v in ctx.grader.grade(texts, golds)]
+
+
+def rollout_metrics(ctx: StepContext, config, rollout: Rollout, rewards: list[float]) -> dict[str, Any]:
+    """Monitoring numbers of the whole rollout batch (gathered over processes), `rewards` from
+    grade_rollout. Never in the loss."""
+    mask = rollout.packed.response_mask
+    local = {
+        "len": mask.sum(1).tolist(),
+        "capped": [r == "length" for r in rollout.batch.finish_reasons],
+        "reward": rewards,
+        "S": rollout.scores.tolist(),
+        "f_sum": float(rollout.f.sum()),
+        "f_abs_sum": float(rollout.f.abs().sum()),
+        "tokens": float(mask.sum()),
+        "entropy_sum": float(rollout.entropy.sum()),
+        "adv_abs_sum": None if rollout.advantages is None else float((rollout.advantages.abs() * mask).sum()),
+        "degenerate": rollout.degenerate_groups,
+        "gap_sum": rollout.sampler_gap,
+        "forwards": rollout.forwards,
+    }
+    parts = gather_object([local])
+    joined = {
+        key: [x for part in parts for x in (part[key] if isinstance(part[key], list) else [part[key]])] for key in local
+    }
+    tokens = sum(joined["tokens"])
+    S = torch.tensor(joined["S"])
+    g = config.gropd
+    normalised, retained = pressure(S, config.train.group_size, g.lam, g.eps, g.std, g.sigma_floor)
+    return {
+        "mean_response_len": mean(joined["len"]),
+        "frac_at_len_cap": mean([float(c) for c in joined["capped"]]),
+        "verifier_reward": mean(joined["reward"]),
+        "pearson_score_len": pearson(joined["S"], joined["len"]),
+        "spearman_score_reward": spearman(joined["S"], joined["reward"]),
+        "pressure_normalised": float(normalised),
+        "pressure_retained": float(retained),
+        "degenerate_groups": int(sum(joined["degenerate"])),
+        "mean_feedback": sum(joined["f_sum"]) / tokens,
+        "mean_abs_feedback": sum(joined["f_abs_sum"]) / tokens,
+        "mean_score": mean(joined["S"]),
+        "entropy": sum(joined["entropy_sum"]) / tokens,
+        "mean_advantage_abs": None if None in joined["adv_abs_sum"] else sum(joined["adv_abs_sum"]) / tokens,
+        "sampler_logprob_gap": None if None in joined["gap_sum"] else sum(joined["gap_sum"]) / tokens,
+        "logprob_forwards_min": None if None in joined["forwards"] else min(joined["forwards"]),
+        "logprob_forwards_max": None if None in joined["forwards"] else max(joined["forwards"]),
+    }
+
+
+def train_step(ctx: StepContext, config, questions: list[Question], step: int) -> dict[str, Any]:
+    """One rollout batch end to end; returns its metrics record."""
+    rank = ctx.accelerator.process_index
+    rollout = collect_rollout(ctx, config, questions, step_seed(config.seed, step, rank), step)
+    rewards = grade_rollout(ctx, config, rollout)
+    if step in config.train.dump_steps and ctx.dump_dir is not None:
+        dump_rollout(rollout, dump_path(ctx.dump_dir, step, rank), rewards, config.train.group_size)
+    t0 = time.perf_counter()
+    update = update_policy(ctx, config, rollout)
+    t1 = time.perf_counter()
+    record = {
+        "step": step,
+        **rollout_metrics(ctx, config, rollout, rewards),
+        **update,
+        "lr": ctx.scheduler.get_last_lr()[0],
+        "time_rollout_s": rollout.seconds["rollout"],
+        "time_teacher_s": rollout.seconds["teacher"],
+        "time_update_s": t1 - t0 + rollout.seconds["credit"],
+    }
+    return {key: (None if isinstance(v, float) and math.isnan(v) else v) for key, v in record.items()}
+
+
+def dump_path(dump_dir: Path, step: int, rank: int) -> Path:
+    """Where one process's rollout batch of one step is saved."""
+    return dump_dir / f"step_{step}_rank{rank}.pt"
+
+
+def dump_rollout(rollout: Rollout, path: Path, rewards: list[float], group_size: int) -> None:
+    """Save one rollout batch (atomically): log-probs, mask, f, S and A `[B, T]`/`[B]` on the CPU, the
+    verifier's `correct` `[B]` (bool), `group_size` (rows come in consecutive groups of G) and the
+    response token ids. A is None for a scoring pass."""
+    advantages = None if rollout.advantages is None else rollout.advantages.cpu()
+    record = {
+        "logp_old": rollout.logp_old.cpu(),
+        "teacher_logp": rollout.teacher_logp.cpu(),
+        "mask": rollout.packed.response_mask.cpu(),
+        "f": rollout.f.cpu(),
+        "S": rollout.scores.cpu(),
+        "advantages": advantages,
+        "correct": torch.tensor([r > 0.5 for r in rewards], dtype=torch.bool),
+        "group_size": group_size,
+        "response_ids": rollout.batch.response_ids,
+    }
+    atomic_write_with(path, lambda tmp: torch.save(record, tmp))
+
+
+def print_progress(run_id: str, record: dict[str, Any], total: int, started: float, first_step: int) -> None:
+    done = record["step"] - first_step + 1
+    eta = (time.perf_counter() - started) / done * (total - record["step"])
+    print(
+        f"[{run_id}] step {record['step']}/{total} reward {record['verifier_reward']:.3f} "
+        f"len {record['mean_response_len']:.1f} loss {record['loss']:+.4f} |f| {record['mean_abs_feedback']:.3f} "
+        f"ETA {eta:.0f}s",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+# --- monitoring numbers of one rollout batch (Figure 4's correlations among them); never in the loss --------
+
+
+def pearson(x: list[float], y: list[float]) -> float | None:
+    """Pearson correlation, or None when undefined (fewer than 2 points or a constant side)."""
+    return _correlation("pearsonr", x, y)
+
+
+def spearman(x: list[float], y: list[float]) -> float | None:
+    """Spearman rank correlation (ties get average ranks), or None when undefined."""
+    return _correlation("spearmanr", x, y)
+
+
+def _correlation(name: str, x: list[float], y: list[float]) -> float | None:
+    from scipy import stats  # imported on the first rollout batch, not with the trainer
+
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        value = float(getattr(stats, name)(x, y)[0])
+    return value if math.isfinite(value) else None
+
+
+def mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else float("nan")
