@@ -89,7 +89,7 @@ py() { .venv/bin/python "$@"; }
 if [ -z "$profile" ] && [[ "$target" != test && "$target" != pin && "$target" != status && "$target" != rehearse ]]; then
   profile=$(py -m gropd.model.hardware) || exit 2   # paper with CUDA, tiny without a GPU; stops on a GPU node torch cannot use
 fi
-gropd() { py -m gropd.runs.cli ${results:+--results "$results"} "$@"; }
+gropd() { py -m gropd.cli ${results:+--results "$results"} "$@"; }
 if [ -z "$jobs" ] && [ "$profile" = tiny ]; then  # one run per core: the tiny profile's runs use one thread each
   jobs=$(py -c "from gropd.runs.lifecycle import usable_cores; print(usable_cores())")
   echo "tiny profile: --jobs $jobs (one run per core, results as one at a time; --jobs 1 to run them in turn)" >&2

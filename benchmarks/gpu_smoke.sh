@@ -32,7 +32,7 @@ print(f"gpu_smoke: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, v
 PY
 
 # The tiny world is built (or loaded) in the repository so the scratch run reuses it.
-timeout 120 python -m gropd.runs.cli world
+timeout 120 python -m gropd.cli world
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/gropd-gpu-smoke.XXXXXX")
 [[ -n "${KEEP_SCRATCH:-}" ]] || trap 'rm -rf "$scratch"' EXIT
@@ -42,7 +42,7 @@ ln -s "$repo/results/tiny/world" "$scratch/results/tiny/world"
 
 echo "== 5 rollout batches of ${run_id} (tiny profile, vLLM rollout + vLLM teacher)"
 start=$(date +%s)
-(cd "$scratch" && PYTHONPATH="$repo" timeout 300 python -m gropd.runs.cli run "$run_id" --profile tiny \
+(cd "$scratch" && PYTHONPATH="$repo" timeout 300 python -m gropd.cli run "$run_id" --profile tiny \
   backend.rollout=vllm backend.teacher=vllm train.steps=5 backend.device=cuda)
 echo "run finished in $(( $(date +%s) - start )) s; metrics: $(find "$scratch/results" -name metrics.jsonl | head -n 1)"
 

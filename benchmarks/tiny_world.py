@@ -17,7 +17,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from eval.tiny_tasks import TASKS, train_questions
-from gropd.model.templates import render_prompt, stop_token_ids
+from gropd.templates import render_prompt, stop_token_ids
 from gropd.tiny.world import ensure_tiny_world
 
 

@@ -16,10 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from gropd.cli import quiet_libraries
 from gropd.config import load_manifests
-from gropd.runs.cli import quiet_libraries
+from gropd.record.run_dir import RunDir
 from gropd.runs.pipeline import load_run, open_run_dir
-from gropd.runs.run_dir import RunDir
 from gropd.train.loop import train_run
 
 PHASES = ("time_rollout_s", "time_teacher_s", "time_update_s")

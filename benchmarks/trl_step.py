@@ -71,10 +71,10 @@ from pathlib import Path
 
 import torch
 
+from gropd.cli import quiet_libraries
 from gropd.config import load_manifests
-from gropd.runs.cli import quiet_libraries
+from gropd.record.run_dir import RunDir
 from gropd.runs.pipeline import load_run, open_run_dir
-from gropd.runs.run_dir import RunDir
 from gropd.train.loop import train_run
 
 RUN = "table1__I4nothink-I1.7nothink__opd"
@@ -112,7 +112,7 @@ def trl_work(steps: int):
     """What TRL needs for 1 + `steps` rollout batches: config, student, teacher, tokenizer, prompt texts."""
     from gropd.model.checkpoints import load_model
     from gropd.model.components import PromptRenderer, load_student, pairing_roles
-    from gropd.model.templates import render_prompt
+    from gropd.templates import render_prompt
     from gropd.train.prompts import PromptSampler, load_prompt_pool
 
     manifests = load_manifests(Path("experiments"))

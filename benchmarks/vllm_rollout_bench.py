@@ -23,7 +23,7 @@ from gropd.config import load_manifests
 from gropd.model.checkpoints import checkpoint_ref, load_model, load_tokenizer
 from gropd.model.rollout.base import SamplingSettings, StopRule
 from gropd.model.rollout.vllm import VLLMRollout, request_seed
-from gropd.model.templates import render_prompt, stop_token_ids
+from gropd.templates import render_prompt, stop_token_ids
 
 MEMORY_FRACTION = 0.3
 

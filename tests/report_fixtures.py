@@ -155,9 +155,9 @@ def write_run(
     return path
 
 
-def report_context(root: Path, profile: str = "tiny") -> ReportContext:
-    """The ReportContext of the fixture tree under `root` (experiments/, results/; output in out/)."""
-    exp = root / "experiments"
+def report_context(root: Path, profile: str = "tiny", exp: Path | None = None) -> ReportContext:
+    """The ReportContext of the fixture tree under `root` (experiments/ unless `exp`, results/; output in out/)."""
+    exp = exp or root / "experiments"
     return ReportContext(
         profile=profile,
         results_root=root / "results",

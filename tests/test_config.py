@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gropd import cli
 from gropd.config import ConfigError, config_hash, load_manifests, resolve_run
 from gropd.config.grids import expand_grid, load_grid, write_run_file
 from gropd.config.lock import pin, pinned_revision, read_lock
-from gropd.runs import cli
 from gropd.runs.pipeline import find_run_file
 
 RUN = "table1__I4nothink-I1.7nothink__gropd"

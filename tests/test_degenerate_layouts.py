@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from eval.tiny_tasks import train_questions
 from gropd.credit import degenerate_groups, group_stats, token_feedback, trajectory_scores
 from gropd.model.forward_batches import no_grad_logprobs
-from gropd.model.templates import render_prompt
+from gropd.templates import render_prompt
 from gropd.tiny.world import ensure_tiny_world
 
 REPO = Path(__file__).resolve().parents[1]

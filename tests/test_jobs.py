@@ -14,9 +14,9 @@ import pytest
 from tiny_runs import REPO, project, tiny_config
 
 from gropd.config import config_hash, config_yaml
+from gropd.record.run_dir import RunDir
 from gropd.runs.jobs import plan_jobs
 from gropd.runs.lifecycle import keep_started_threads, split_threads, with_threads
-from gropd.runs.run_dir import RunDir
 
 GROPD, OPD = "pair__I4nothink-I1.7nothink__gropd", "pair__I4nothink-I1.7nothink__opd"
 PAIR = """name: pair
@@ -72,7 +72,7 @@ def test_plan_splits_threads_keeps_started_runs_and_round_robins_gpus(tmp_path: 
     assert [job.threads for job in jobs] == [2, 1]  # the finished run keeps its 2; the new one gets 2 // 2
     assert jobs[1].command[1:] == [
         "-m",
-        "gropd.runs.cli",
+        "gropd.cli",
         "--results",
         str(root / "results"),
         "run",
@@ -116,7 +116,7 @@ def test_a_started_run_keeps_its_thread_count(tmp_path: Path) -> None:
 
 def grid(root: Path, jobs: int, log: Path) -> int:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "gropd.runs.cli", "grid", "pair", "--profile", "tiny", "--jobs", str(jobs), *SHORT]
+    command = [sys.executable, "-m", "gropd.cli", "grid", "pair", "--profile", "tiny", "--jobs", str(jobs), *SHORT]
     with log.open("w") as out:
         return subprocess.run(command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=900).returncode
 

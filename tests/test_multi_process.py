@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tiny_runs import FAST, REPO, project
 
-from gropd.runs.run_dir import RunDir
+from gropd.record.run_dir import RunDir
 
 pytestmark = pytest.mark.slow
 RUN = "table1__I4nothink-I1.7nothink__gropd"
@@ -22,7 +22,7 @@ SETTINGS = [*FAST, "train.steps=2", "backend.old_logprobs=recompute", "backend.m
 
 
 def cli(root: Path, launcher: list[str], results: str) -> subprocess.CompletedProcess:
-    command = [*launcher, "-m", "gropd.runs.cli", "--results", results, "run", RUN, "--profile", "tiny", *SETTINGS]
+    command = [*launcher, "-m", "gropd.cli", "--results", results, "run", RUN, "--profile", "tiny", *SETTINGS]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)
 

@@ -14,8 +14,8 @@ from tiny_runs import project, tiny_config
 
 from gropd.config import load_manifests
 from gropd.model.checkpoints import checkpoint_ref
+from gropd.record.run_dir import RunDir
 from gropd.runs.pipeline import execute
-from gropd.runs.run_dir import RunDir
 
 pytestmark = pytest.mark.slow
 RUN = "table1__I4nothink-I1.7nothink__gropd"

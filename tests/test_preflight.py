@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gropd.cli import main
 from gropd.config import ConfigError, config_hash, load_manifests
 from gropd.config.resolve import resolve_run
 from gropd.model.fit import FitError
-from gropd.runs.cli import main
 from gropd.runs.preflight import require_fits, require_teacher_server
 
 H100 = 81559 * 2**20

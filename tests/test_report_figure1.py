@@ -8,13 +8,11 @@ import pytest
 import torch
 import yaml
 from matplotlib.colors import to_rgba
-from report_fixtures import P1, P2, P3, dump, write_experiments, write_run
+from report_fixtures import P1, P2, P3, dump, report_context, write_experiments, write_run
 
 from gropd.horizon import separation_curve
 from gropd.report import build
-from gropd.report.context import ReportContext
 from gropd.report.figure1 import build_figure1
-from gropd.report.settings import load_settings
 from gropd.report.smoothing import trailing_mean
 
 FIG1 = {
@@ -36,17 +34,6 @@ FIG1 = {
 AUC_A = [1, 1, 1, 1, 1, 0.5, 0, 0]
 AUC_B = [1, 1, 1, 0, 0, 0, 0, 0]
 J_EXPECTED = [(a + b) / 2 for a, b in zip(AUC_A, AUC_B, strict=True)]
-
-
-def context(tmp_path, profile="tiny"):
-    exp = tmp_path / "experiments"
-    return ReportContext(
-        profile=profile,
-        results_root=tmp_path / "results",
-        experiments_dir=exp,
-        out_dir=tmp_path / "out" / profile,
-        settings=load_settings(exp / "report.yaml"),
-    )
 
 
 def saved_batch(rows, group_size, width=8):
@@ -111,7 +98,7 @@ def world(tmp_path):
 
 
 def test_panel_b_draws_j_h_by_hand_on_a_cube_root_axis(world):
-    figures, peaks = build_figure1(context(world))
+    figures, peaks = build_figure1(report_context(world))
     b = figures.figures["figure1"].axes[0]
     curve, dot, chance = b.get_lines()
     assert list(curve.get_xdata()) == list(range(1, 9))  # 40 cube-root points over 1..8 hit every integer
@@ -130,7 +117,7 @@ def test_panel_b_draws_j_h_by_hand_on_a_cube_root_axis(world):
 
 
 def test_panels_c_d_raw_against_gropd_with_the_cap(world):
-    figures, _ = build_figure1(context(world))
+    figures, _ = build_figure1(report_context(world))
     _, c, d = figures.figures["figure1"].axes
     *runs, cap = c.get_lines()
     assert list(cap.get_ydata()) == [200, 200] and cap.get_label() == "generation cap (200 tokens)"
@@ -170,9 +157,9 @@ def test_build_writes_figure1_files_caption_and_provenance(world):
 
 def test_missing_and_unreadable_results_still_draw(world):
     (world / "results" / "tiny" / f"fig1__{P1}__score" / "horizon.json").write_text('{"horizons": [1,')
-    figures, peaks = build_figure1(context(world))
+    figures, peaks = build_figure1(report_context(world))
     assert peaks == [] and "unreadable horizon.json (not valid JSON" in figures.missing[0]
     write_experiments(world / "empty")
     dump(world / "empty" / "experiments" / "grids" / "fig1.yaml", FIG1)
-    figures, _ = build_figure1(context(world / "empty"))
+    figures, _ = build_figure1(report_context(world / "empty"))
     assert len(figures.missing) == 5 and all(line.endswith("not run") for line in figures.missing)

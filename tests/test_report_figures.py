@@ -6,27 +6,14 @@ import statistics
 
 import pytest
 from matplotlib.colors import to_rgba
-from report_fixtures import P1, P2, write_experiments, write_run
+from report_fixtures import P1, P2, report_context, write_experiments, write_run
 
 from gropd.report import build
-from gropd.report.context import ReportContext
 from gropd.report.figure3 import build_figure3
 from gropd.report.figure4 import build_figure4
-from gropd.report.settings import load_settings
 from gropd.report.smoothing import centred_mean, trailing_mean
 
 PURPLE = to_rgba("purple")
-
-
-def context(tmp_path, profile="tiny"):
-    exp = tmp_path / "experiments"
-    return ReportContext(
-        profile=profile,
-        results_root=tmp_path / "results",
-        experiments_dir=exp,
-        out_dir=tmp_path / "out" / profile,
-        settings=load_settings(exp / "report.yaml"),
-    )
 
 
 def rows(n, **metrics):
@@ -105,7 +92,7 @@ def world(tmp_path):
 
 
 def test_fig3a_panels_lines_colours_and_last_step_dots(world):
-    figures = build_figure3(context(world))
+    figures = build_figure3(report_context(world))
     fig = figures.figures["fig3a"]
     left, right = fig.axes
     assert left.get_title() == "I4nothink→I1.7nothink" and right.get_title() == "I32nothink→I1.7nothink"
@@ -131,7 +118,7 @@ def test_fig3a_panels_lines_colours_and_last_step_dots(world):
 
 
 def test_fig3b_dashes_gamma_one(world):
-    fig = build_figure3(context(world)).figures["fig3b"]
+    fig = build_figure3(report_context(world)).figures["fig3b"]
     (ax,) = fig.axes
     styles = [(bold.get_label(), bold.get_linestyle()) for _, bold, _ in grouped(ax.get_lines())]
     assert styles == [
@@ -151,14 +138,14 @@ def test_fig3_metric_comes_from_report_yaml(tmp_path):
         fields={"pairing": P1, "method": "opd"},
         metrics=rows(5, mean_response_len=lambda s: float(s)),
     )
-    figures = build_figure3(context(tmp_path))
+    figures = build_figure3(report_context(tmp_path))
     ax = figures.figures["fig3a"].axes[0]
     assert ax.get_ylabel() == "mean_response_len"
     assert list(ax.get_lines()[1].get_ydata()) == pytest.approx([1, 1.5, 2, 3, 4])  # trailing 3-step mean
 
 
 def test_fig4_panels_scales_styles_and_null_metrics(world):
-    figures = build_figure4(context(world))
+    figures = build_figure4(report_context(world))
     a, b, c, d = figures.figures["fig4"].axes
     assert [ax.get_yscale() for ax in (a, b, c, d)] == ["log", "linear", "linear", "linear"]
     assert a.get_title().startswith("(A)") and d.get_title().startswith("(D)")
@@ -202,7 +189,7 @@ def test_build_writes_png_pdf_markdown_and_provenance(world):
 
 def test_empty_results_still_draw(tmp_path):
     write_experiments(tmp_path)
-    figures = build_figure3(context(tmp_path))
+    figures = build_figure3(report_context(tmp_path))
     assert len(figures.missing) == 5 + 4 and all(line.endswith("not run") for line in figures.missing)
     assert all(len(ax.get_lines()) == 0 for ax in figures.figures["fig3a"].axes)
-    assert build_figure4(context(tmp_path)).figures["fig4"].axes[0].get_yscale() == "log"
+    assert build_figure4(report_context(tmp_path)).figures["fig4"].axes[0].get_yscale() == "log"

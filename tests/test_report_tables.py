@@ -7,11 +7,10 @@ import statistics
 
 import pytest
 import yaml
-from report_fixtures import P1, P2, P3, P4, REPO, summary, write_experiments, write_run
+from report_fixtures import P1, P2, P3, P4, REPO, report_context, summary, write_experiments, write_run
 
 from gropd.config.errors import ConfigError
 from gropd.report import ARTEFACTS, build
-from gropd.report.context import ReportContext
 from gropd.report.formats import to_latex, to_markdown
 from gropd.report.manifest_tables import UNPINNED, build_table3, build_table4, build_table5
 from gropd.report.settings import load_settings
@@ -20,17 +19,6 @@ from gropd.report.table2 import build_table2
 from gropd.report.table6 import build_table6
 
 T1, T2, T3 = "I4nothink→I1.7nothink", "I32nothink→I1.7nothink", "I4think→B1.7"
-
-
-def context(tmp_path, profile, exp=None):
-    exp = exp or tmp_path / "experiments"
-    return ReportContext(
-        profile=profile,
-        results_root=tmp_path / "results",
-        experiments_dir=exp,
-        out_dir=tmp_path / "out" / profile,
-        settings=load_settings(exp / "report.yaml"),
-    )
 
 
 def row_of(table, pairing_title, method_prefix):
@@ -82,7 +70,7 @@ def table1_world(tmp_path):
 
 
 def test_table1_bolds_the_higher_entry_per_pairing_and_column(table1_world):
-    table, _ = build_table1(context(table1_world, "tiny"))
+    table, _ = build_table1(report_context(table1_world, "tiny"))
     assert table.header == ["Pairing", "Method", "ADD Avg@4", "SUB Avg@4", "MUL Avg@4", "Macro"]
     gropd, opd = row_of(table, T1, "GR-OPD"), row_of(table, T1, "vanilla")
     assert gropd[1].text == "GR-OPD (λ=0.25, γ=0.99)" and opd[1].text == "vanilla OPD"
@@ -98,7 +86,7 @@ def test_table1_bolds_the_higher_entry_per_pairing_and_column(table1_world):
 
 
 def test_table1_macro_is_the_mean_of_unrounded_suite_scores(table1_world):
-    table, _ = build_table1(context(table1_world, "tiny"))
+    table, _ = build_table1(report_context(table1_world, "tiny"))
     scores = [1.004, 1.004, 1.012]
     assert f"{statistics.fmean(round(s, 2) for s in scores):.2f}" == "1.00"  # rounding first would give this
     macro = row_of(table, T2, "GR-OPD")[5]
@@ -107,7 +95,7 @@ def test_table1_macro_is_the_mean_of_unrounded_suite_scores(table1_world):
 
 
 def test_table1_collapsed_row_and_missing_runs(table1_world):
-    table, _ = build_table1(context(table1_world, "tiny"))
+    table, _ = build_table1(report_context(table1_world, "tiny"))
     assert [c.text for c in row_of(table, T2, "vanilla")[2:]] == ["Collapse"] * 4
     assert all(c.bold for c in row_of(table, T2, "GR-OPD")[2:])  # a finished run beats a collapse
     assert any(f"table1__{P2}__opd: collapsed at step 37: verifier reward" in note for note in table.notes)
@@ -135,7 +123,7 @@ def test_table1_seeds_give_mean_and_sample_std_and_mark_ties(tmp_path):
                 fields={"pairing": P1, "method": method, "seed": seed},
                 eval_summary=summary({k: v[seed] for k, v in scores.items()}),
             )
-    table, _ = build_table1(context(tmp_path, "tiny"))
+    table, _ = build_table1(report_context(tmp_path, "tiny"))
     g, o = row_of(table, T1, "GR-OPD"), row_of(table, T1, "vanilla")
     # add: 52 ± 2 vs 41 ± 1 -> gap 11 > 2, bold. sub: 32 ± 2 vs 31.17 ± 0.29 -> gap 0.83 < 2, tie.
     assert g[2].text == "52.00 ± 2.00" and g[2].bold
@@ -156,7 +144,7 @@ def test_table1_paper_headers_show_used_and_paper_counts(tmp_path):
         fields={"pairing": P1, "method": "gropd"},
         eval_summary=summary(scores, questions),
     )
-    table, _ = build_table1(context(tmp_path, "paper"))
+    table, _ = build_table1(report_context(tmp_path, "paper"))
     assert table.header[2:] == [
         "AIME 2024 Avg@32",
         "AIME 2025 Avg@32",
@@ -202,7 +190,7 @@ def lambda_world(tmp_path):
 
 
 def test_table2_averages_the_pressure_proxies_over_logged_steps(lambda_world):
-    table, _ = build_table2(context(lambda_world, "tiny"))
+    table, _ = build_table2(report_context(lambda_world, "tiny"))
     assert table.header == ["Pairing", "λ", "γ", "steps", "normalised pressure", "retained pressure"]
     rows = {(r[0].text, r[1].text): [c.text for c in r] for r in table.rows}
     # hand: (3 + 3.5 + 4) / 3 = 3.5 and (1.5 + 1.75 + 2) / 3 = 1.75 (the null step skipped)
@@ -215,12 +203,12 @@ def test_table2_averages_the_pressure_proxies_over_logged_steps(lambda_world):
 
 
 def test_table2_paper_reference_column_only_in_paper_profile(lambda_world):
-    paper, _ = build_table2(context(lambda_world, "paper"))
+    paper, _ = build_table2(report_context(lambda_world, "paper"))
     assert paper.header[-2:] == ["paper (reference): normalised", "paper (reference): retained"]
     row = next(r for r in paper.rows if (r[0].text, r[1].text) == (T1, "0.5"))
     assert [c.text for c in row[-2:]] == ["3.21", "1.60"]
     assert [c.text for c in row[4:6]] == ["3.50", "1.75"]  # measured columns untouched
-    tiny, _ = build_table2(context(lambda_world, "tiny"))
+    tiny, _ = build_table2(report_context(lambda_world, "tiny"))
     assert not any("paper" in h for h in tiny.header)
     assert "3.21" not in to_markdown(tiny)
 
@@ -237,13 +225,13 @@ def test_table6_macro_tokens_and_reference_column(tmp_path):
                 {"add": 10.0, "sub": 20.0, "mul": 40.0}, tokens={"add": 1000.0, "sub": 2000.0, "mul": 4000.5}
             ),
         )
-    tiny, _ = build_table6(context(tmp_path, "tiny"))
+    tiny, _ = build_table6(report_context(tmp_path, "tiny"))
     assert tiny.header == ["model", "mode", "role", "Macro Avg@K", "mean tokens"]
     # macro (10 + 20 + 40) / 3 = 23.333; tokens (1000 + 2000 + 4000.5) / 3 = 2333.5
     assert [c.text for c in tiny.rows[0]] == ["tiny-B1.7", "default", "student", "23.333", "2,333.5"]
     assert [c.text for c in tiny.rows[1]] == ["tiny-I4", "think", "teacher", "—", "—"]
     assert "run table6__I4-think: not run" in tiny.missing
-    paper, _ = build_table6(context(tmp_path, "paper"))
+    paper, _ = build_table6(report_context(tmp_path, "paper"))
     assert paper.header[-2:] == ["paper (reference): Macro Avg@K", "paper (reference): mean tokens"]
     assert [c.text for c in paper.rows[0][-2:]] == ["23.099", "4,166.4"]
     assert [c.text for c in paper.rows[1][-2:]] == ["74.574", "10,138.4"]
@@ -257,16 +245,16 @@ def test_table3_shows_the_six_training_numbers(tmp_path):
         prompts_per_batch=12, group_size=4, per_device_batch=24, grad_accum=1, replicas=1, minibatch_responses=16
     )
     profile_file.write_text(yaml.safe_dump(profile))
-    paper = build_table3(context(tmp_path, "paper"))
+    paper = build_table3(report_context(tmp_path, "paper"))
     assert [r[1].text for r in paper.rows] == ["64", "8", "1", "8", "8", "64", "8"]
-    tiny = build_table3(context(tmp_path, "tiny"))
+    tiny = build_table3(report_context(tmp_path, "tiny"))
     assert [r[1].text for r in tiny.rows] == ["12", "4", "24", "1", "1", "16", "3"]  # 12 x 4 / 16 = 3 steps
     assert [r[2].text for r in tiny.rows] == ["64", "8", "1", "8", "8", "64", "8"]
 
 
 def test_table4_lists_repos_revisions_and_lock(tmp_path):
     exp = write_experiments(tmp_path)
-    table = build_table4(context(tmp_path, "paper"))
+    table = build_table4(report_context(tmp_path, "paper"))
     cells = [[c.text for c in row] for row in table.rows]
     assert [row[2:4] for row in cells] == [
         ["Qwen/Qwen3-1.7B-Base", "ea980cb"],
@@ -278,14 +266,14 @@ def test_table4_lists_repos_revisions_and_lock(tmp_path):
     assert all(row[4] == UNPINNED for row in cells)
     full = "ea980cb" + "0123456789abcdef0123456789abcdef0"
     (exp / "lock.yaml").write_text(f"models:\n  Qwen/Qwen3-1.7B-Base: {{revision: {full}}}\n")
-    cells = [[c.text for c in row] for row in build_table4(context(tmp_path, "paper")).rows]
+    cells = [[c.text for c in row] for row in build_table4(report_context(tmp_path, "paper")).rows]
     assert cells[0][4] == full and cells[1][4] == UNPINNED
-    assert "full revision (lock.yaml)" not in build_table4(context(tmp_path, "tiny")).header
+    assert "full revision (lock.yaml)" not in build_table4(report_context(tmp_path, "tiny")).header
 
 
 def test_table5_counts_and_total(tmp_path):
     write_experiments(tmp_path)
-    table = build_table5(context(tmp_path, "paper"))
+    table = build_table5(report_context(tmp_path, "paper"))
     assert [r[2].text for r in table.rows] == ["30", "30", "40", "500", "272", "170", "1,042"]
     assert [r[1].text for r in table.rows[:-1]] == ["32", "32", "32", "8", "8", "8"]
     assert len(table.missing) == 6  # no evaluation yet: counts used unknown
@@ -295,7 +283,7 @@ def test_table5_counts_and_total(tmp_path):
         "table6__B1.7-default",
         eval_summary=summary({"add": 1.0, "sub": 1.0, "mul": 1.0}, {"add": 50, "sub": 50, "mul": 500}),
     )
-    tiny = build_table5(context(tmp_path, "tiny"))
+    tiny = build_table5(report_context(tmp_path, "tiny"))
     assert [[c.text for c in r] for r in tiny.rows] == [
         ["ADD", "4", "—", "50"],
         ["SUB", "4", "—", "50"],

@@ -1,4 +1,4 @@
-"""Broken run files under results/ (gropd/runs/run_dir.py): exit status 2 and a message naming the file
+"""Broken run files under results/ (gropd/record/run_dir.py): exit status 2 and a message naming the file
 and what to do, with every file under results/ left byte-identical; a torn last line of
 metrics.jsonl is dropped (resume cuts back to the checkpoint; reports say so); --force redoes a
 broken run.
@@ -16,9 +16,9 @@ import pytest
 from report_fixtures import P1, write_experiments, write_run
 from tiny_runs import project
 
+from gropd import cli
 from gropd.config import data_hash
-from gropd.runs import cli
-from gropd.runs.run_dir import RunDir
+from gropd.record.run_dir import RunDir
 
 pytestmark = pytest.mark.slow
 RUN = "table1__I4nothink-I1.7nothink__gropd"

@@ -9,9 +9,9 @@ import pytest
 from tiny_runs import FAST, project, tiny_config
 
 from gropd.config import ConfigError, config_hash, load_manifests
+from gropd.record.run_dir import RunDir
 from gropd.runs.lifecycle import settings_hash
 from gropd.runs.pipeline import execute, planned_state, run_state
-from gropd.runs.run_dir import RunDir
 from gropd.runs.status import status_rows
 
 pytestmark = pytest.mark.slow

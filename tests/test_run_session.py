@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gropd.runs.run_dir import RunDir
+from gropd.record.run_dir import RunDir
 from gropd.runs.session import STALE_AFTER_S, is_alive, process_start, run_session
 
 

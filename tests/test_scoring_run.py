@@ -12,8 +12,8 @@ from tiny_runs import project, tiny_config
 from gropd.config import load_manifests
 from gropd.credit import broadcast, trajectory_scores
 from gropd.horizon import separation_curve
+from gropd.record.run_dir import RunDir
 from gropd.runs.pipeline import execute
-from gropd.runs.run_dir import RunDir
 
 pytestmark = pytest.mark.slow
 PAIRING = "I4nothink-I1.7nothink"

@@ -1,4 +1,4 @@
-"""`gropd.runs.cli status` on a hand-made results tree: every state, and the numbers of each row."""
+"""`gropd.cli status` on a hand-made results tree: every state, and the numbers of each row."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from tiny_runs import project
 
+from gropd.cli import main
 from gropd.config import config_hash, config_yaml, load_manifests
-from gropd.runs.cli import main
+from gropd.record.run_dir import RunDir
 from gropd.runs.pipeline import load_run
-from gropd.runs.run_dir import RunDir
 from gropd.runs.session import process_start
 from gropd.runs.status import format_seconds
 

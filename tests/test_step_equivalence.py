@@ -15,8 +15,8 @@ from tiny_runs import project, tiny_config
 from gropd.config import load_manifests
 from gropd.credit import token_advantages, token_feedback
 from gropd.model.logprobs import pack, response_logprobs
+from gropd.record.run_dir import RunDir
 from gropd.runs.pipeline import open_run_dir
-from gropd.runs.run_dir import RunDir
 from gropd.train.loop import build_context, local_questions, make_accelerator
 from gropd.train.step import collect_rollout, update_policy
 

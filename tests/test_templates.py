@@ -1,10 +1,10 @@
-"""Prompt rendering for the three model modes, stop tokens and SFT targets (gropd/model/templates.py)."""
+"""Prompt rendering for the three model modes, stop tokens and SFT targets (gropd/templates.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from gropd.model.templates import MODES, render_prompt, render_target, stop_token_ids
+from gropd.templates import MODES, render_prompt, render_target, stop_token_ids
 from gropd.tiny.tokenizer import build_tokenizer
 
 

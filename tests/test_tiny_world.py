@@ -11,7 +11,7 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from eval import tiny_tasks as tasks
-from gropd.model.templates import render_prompt, stop_token_ids
+from gropd.templates import render_prompt, stop_token_ids
 from gropd.tiny.sft import build_model, make_examples, sft_train
 from gropd.tiny.tokenizer import SPECIAL_TOKENS, build_tokenizer
 from gropd.tiny.world import (

@@ -12,13 +12,13 @@ import pytest
 import yaml
 from tiny_runs import project, tiny_config
 
+from gropd.cli import main
 from gropd.config import config_hash, load_manifests
 from gropd.config.schema import TrackingSettings
 from gropd.model.optional import MissingDependencyError
-from gropd.runs.cli import main
+from gropd.record.run_dir import RunDir
+from gropd.record.tracking import check_backends, hyperparameters, summary_scalars
 from gropd.runs.pipeline import execute
-from gropd.runs.run_dir import RunDir
-from gropd.runs.tracking import check_backends, hyperparameters, summary_scalars
 
 RUN = "table1__I4nothink-I1.7nothink__gropd"
 

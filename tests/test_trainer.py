@@ -17,8 +17,8 @@ from tiny_runs import REPO, project, tiny_config
 
 from gropd.config import load_manifests
 from gropd.credit import broadcast, gropd_advantages, trajectory_scores
+from gropd.record.run_dir import RunDir
 from gropd.runs.pipeline import execute
-from gropd.runs.run_dir import RunDir
 
 pytestmark = pytest.mark.slow
 MATCHED = "table1__I4nothink-I1.7nothink__gropd"
@@ -88,7 +88,7 @@ TIMING = ("time_rollout_s", "time_teacher_s", "time_update_s")
 
 def cli_run(root: Path, out: str, run_id: str, extra: list[str]) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "2"}
-    command = [sys.executable, "-m", "gropd.runs.cli", "run", run_id, "--profile", "tiny", *extra]
+    command = [sys.executable, "-m", "gropd.cli", "run", run_id, "--profile", "tiny", *extra]
     return subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=open(out, "w"))
 
 

@@ -24,7 +24,7 @@ from gropd.model.checkpoints import (
 )
 from gropd.model.rollout.base import RolloutEngine, StopRule
 from gropd.model.teacher.base import TeacherScorer
-from gropd.model.templates import render_prompt, stop_strings, stop_token_ids
+from gropd.templates import render_prompt, stop_strings, stop_token_ids
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def build_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id
 
 
 def stop_rule(mode: str, tokenizer: Any) -> StopRule:
-    """How a response of `mode` ends: the mode's stop tokens and stop strings (gropd/model/templates.py)."""
+    """How a response of `mode` ends: the mode's stop tokens and stop strings (gropd/templates.py)."""
     return StopRule(tuple(stop_token_ids(mode, tokenizer)), stop_strings(mode))
 
 

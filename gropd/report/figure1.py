@@ -23,6 +23,7 @@ from matplotlib.axes import Axes
 
 from gropd.config.errors import RunFileError
 from gropd.horizon import horizon_grid
+from gropd.record.run_dir import RunDir
 from gropd.report.context import ReportContext
 from gropd.report.labels import pairing_title, run_label, run_params
 from gropd.report.loading import GridRun, curve_rows, grid_runs, missing_line, series
@@ -36,7 +37,6 @@ from gropd.report.plotting import (
     write_figure_markdown,
 )
 from gropd.report.provenance import write_provenance
-from gropd.runs.run_dir import RunDir
 
 H_TICKS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from gropd.config.grids import expand_grid, load_grid
+from gropd.record.run_dir import RunDir
 from gropd.report.context import ReportContext
-from gropd.runs.run_dir import RunDir
 
 
 @dataclass(frozen=True)

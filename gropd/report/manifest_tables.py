@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from gropd.config.layering import read_yaml
+from gropd.record.run_dir import RunDir
 from gropd.report.context import ReportContext
 from gropd.report.formats import Table, plain, write_table
 from gropd.report.provenance import write_provenance
-from gropd.runs.run_dir import RunDir
 
 TABLE3 = (
     ("prompts_per_batch", "prompts per rollout batch"),

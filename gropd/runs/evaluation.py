@@ -13,7 +13,7 @@ from gropd.config.schema import RunConfig
 from gropd.model.checkpoints import CheckpointRef, checkpoint_ref, load_model, load_tokenizer
 from gropd.model.components import PromptRenderer, Role, build_rollout, resolve_device
 from gropd.model.rollout.base import RolloutEngine, SamplingSettings
-from gropd.runs.run_dir import RunDir
+from gropd.record.run_dir import RunDir
 
 
 def model_under_test(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> tuple[CheckpointRef, str]:

@@ -1,4 +1,4 @@
-"""`--jobs N`: a grid's runs N at a time, each in its own `python -m gropd.runs.cli run RUN_ID` process.
+"""`--jobs N`: a grid's runs N at a time, each in its own `python -m gropd.cli run RUN_ID` process.
 
 Each process gets the grid's command-line overrides (and --force) plus `backend.threads=T`
 (gropd/runs/lifecycle.py: T = cores // N for runs not started yet; a started run keeps its own),
@@ -26,9 +26,9 @@ from typing import TextIO
 from gropd.config import RunConfig
 from gropd.config.errors import ConfigError, RunFileError
 from gropd.config.manifests import Manifests
+from gropd.record.run_dir import RunDir
 from gropd.runs.lifecycle import run_threads, split_threads, usable_cores
 from gropd.runs.pipeline import planned_state
-from gropd.runs.run_dir import RunDir
 
 POLL_S = 0.2
 
@@ -83,7 +83,7 @@ def plan_jobs(
         command = [
             sys.executable,
             "-m",
-            "gropd.runs.cli",
+            "gropd.cli",
             "--results",
             str(results_root),
             "run",
@@ -164,7 +164,7 @@ def run_grid_jobs(
     manifests: Manifests,
     out: TextIO = sys.stderr,
 ) -> int:
-    """`gropd.runs.cli grid --jobs N`: plan, say what was chosen, run, summarise; 1 when any run failed."""
+    """`gropd.cli grid --jobs N`: plan, say what was chosen, run, summarise; 1 when any run failed."""
     if os.environ.get("WORLD_SIZE", "1") != "1":
         raise ConfigError(
             "command line",

@@ -25,7 +25,7 @@ from gropd.config import Manifests, RunConfig, config_hash, config_yaml, data_ha
 from gropd.config.errors import RunFileError
 from gropd.config.layering import read_yaml
 from gropd.model.checkpoints import checkpoint_identity
-from gropd.runs.run_dir import DONE, RunDir
+from gropd.record.run_dir import DONE, RunDir
 
 STARTED = (*DONE, "failed", "resumable")  # seen states of a run that has begun
 TRAINING_ENDED = ("trained", *DONE)  # recorded states whose training is over

@@ -15,10 +15,10 @@ from typing import Any
 
 from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_yaml, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid, write_run_file
+from gropd.record.run_dir import DONE, RunDir
+from gropd.record.tracking import check_backends, log_evaluation
 from gropd.runs.lifecycle import checkpoints_of, copy_twin, run_state, twin_to_copy, what_changed
-from gropd.runs.run_dir import DONE, RunDir
 from gropd.runs.session import Ranks, run_session
-from gropd.runs.tracking import check_backends, log_evaluation
 
 
 def grid_entries(manifests: Manifests, grids: list[str], seeds: list[int] | None = None) -> list[RunEntry]:

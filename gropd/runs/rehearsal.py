@@ -34,7 +34,7 @@ from safetensors.torch import load_file
 
 from gropd.config import load_manifests
 from gropd.model.checkpoints import checkpoint_ref
-from gropd.runs.run_dir import RunDir
+from gropd.record.run_dir import RunDir
 
 RUN_ID = "table1__I4nothink-I1.7nothink__gropd"
 PROFILE = "rehearsal"
@@ -119,7 +119,7 @@ def launch(results: Path, url: str, log: Path) -> subprocess.Popen:
         "--config_file",
         str(LAUNCH_CONFIG),
         "-m",
-        "gropd.runs.cli",
+        "gropd.cli",
         "--results",
         str(results),
         "run",

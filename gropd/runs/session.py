@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gropd.runs.run_dir import RunDir
+from gropd.record.run_dir import RunDir
 
 STALE_AFTER_S = 30 * 60
 

@@ -29,8 +29,8 @@ from typing import Any
 
 from gropd.config import ConfigError, Manifests, RunConfig, RunFileError, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid
+from gropd.record.run_dir import DONE, RunDir
 from gropd.runs.lifecycle import run_threads, seen_state, what_changed
-from gropd.runs.run_dir import DONE, RunDir
 from gropd.runs.session import is_alive
 
 ETA_WINDOW = 10

@@ -25,7 +25,7 @@ import torch
 from transformers import PreTrainedTokenizerBase, Qwen3Config, Qwen3ForCausalLM
 
 from eval.tiny_tasks import STYLES, TASKS, train_questions, worked_solution
-from gropd.model.templates import check_mode, render_prompt, render_target
+from gropd.templates import check_mode, render_prompt, render_target
 
 IGNORE = -100
 

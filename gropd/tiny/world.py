@@ -45,7 +45,7 @@ import yaml
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, Qwen3ForCausalLM
 
 from eval import tiny_tasks
-from gropd.model.templates import render_prompt, stop_token_ids
+from gropd.templates import render_prompt, stop_token_ids
 from gropd.tiny.sft import ModelShape, SFTSettings, build_model, make_examples, sft_train
 from gropd.tiny.tokenizer import build_tokenizer
 

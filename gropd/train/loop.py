@@ -32,8 +32,8 @@ from gropd.config.manifests import Manifests
 from gropd.config.schema import CollapseRule, RunConfig
 from gropd.model.checkpoints import DTYPES
 from gropd.model.components import PromptRenderer, build_rollout, build_teacher, load_student, pairing_roles
-from gropd.runs import tracking
-from gropd.runs.run_dir import RunDir, seal
+from gropd.record import tracking
+from gropd.record.run_dir import RunDir, seal
 from gropd.train.prompts import PromptSampler, load_prompt_pool
 from gropd.train.step import StepContext, assign_prompts, print_progress, step_seed, train_step
 

@@ -21,7 +21,7 @@ from eval.files import atomic_write_json
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
 from gropd.horizon import separation_curve
-from gropd.runs.run_dir import RunDir
+from gropd.record.run_dir import RunDir
 from gropd.train.loop import build_context, local_questions, make_accelerator
 from gropd.train.step import collect_rollout, dump_path, dump_rollout, grade_rollout, rollout_metrics, step_seed
 

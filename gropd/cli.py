@@ -1,13 +1,13 @@
 """Command line behind ./reproduce.sh: list, run and report the experiments.
 
-    python -m gropd.runs.cli runs    [--profile P] [--grid G ...] [--seeds N]
-    python -m gropd.runs.cli grid    G ... [--profile P] [--seeds N] [--jobs N] [--dry-run] [--force]
+    python -m gropd.cli runs    [--profile P] [--grid G ...] [--seeds N]
+    python -m gropd.cli grid    G ... [--profile P] [--seeds N] [--jobs N] [--dry-run] [--force]
                                      [key.path=value ...]
-    python -m gropd.runs.cli run     RUN_ID [--profile P] [--force] [key.path=value ...]
-    python -m gropd.runs.cli status  [--profile P ...] [key.path=value ...]
-    python -m gropd.runs.cli report  NAME ... [--profile P]
-    python -m gropd.runs.cli pin     [--profile paper]
-    python -m gropd.runs.cli world   (build the tiny world now)
+    python -m gropd.cli run     RUN_ID [--profile P] [--force] [key.path=value ...]
+    python -m gropd.cli status  [--profile P ...] [key.path=value ...]
+    python -m gropd.cli report  NAME ... [--profile P]
+    python -m gropd.cli pin     [--profile paper]
+    python -m gropd.cli world   (build the tiny world now)
 
 Every command takes --results DIR (default results/): where runs are written and read.
 Bad input exits with status 2 and a message naming the file, key and expectation.
@@ -23,10 +23,10 @@ from gropd.config import ConfigError, RunConfig, RunFileError, load_manifests
 from gropd.model.fit import FitError
 from gropd.model.hardware import GPUNotUsableError
 from gropd.model.optional import MissingDependencyError
+from gropd.record.tracking import check_backends
 from gropd.runs.lifecycle import run_state, run_threads
 from gropd.runs.pipeline import execute, find_run_file, grid_entries, load_run, materialise, planned_state
 from gropd.runs.preflight import preflight
-from gropd.runs.tracking import check_backends
 
 EXPERIMENTS = Path("experiments")
 

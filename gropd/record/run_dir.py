@@ -64,7 +64,7 @@ class RunDir:
     def afresh(self) -> str:
         """How to redo this run from scratch (its directory is deleted unread)."""
         run_id, profile = self.root.name, self.root.parent.name
-        return f"start the run afresh with `python -m gropd.runs.cli run {run_id} --profile {profile} --force`"
+        return f"start the run afresh with `python -m gropd.cli run {run_id} --profile {profile} --force`"
 
     @property
     def remedy(self) -> str:
