@@ -1,4 +1,4 @@
-"""The trainer's small steps, each alone: packing, log-probs, sampling seeds, collapse, prompt sampler."""
+"""The trainer's small steps, each alone: packing, log-probs, sampling seeds, the prompt sampler, correlations."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from eval.suites import Question
-from gropd.config.schema import CollapseRule
 from gropd.model.logprobs import pack, response_logprobs
 from gropd.model.rollout.base import SamplingSettings, StopRule
 from gropd.model.rollout.hf import HFRollout
-from gropd.train.loop import collapse_reason
 from gropd.train.prompts import PromptSampler
 from gropd.train.step import pearson, spearman
 
@@ -65,34 +63,6 @@ def test_hf_rollout_is_seeded_groups_prompts_and_stops() -> None:
         assert 1 <= len(response) <= 6
         assert (reason == "stop") == (response[-1] == 23) and 23 not in response[:-1]
         assert reason == "stop" or len(response) == 6
-
-
-def rule(**kw) -> CollapseRule:
-    base = dict(reward_window=2, reward_fraction=0.5, reward_patience=2, len_cap_fraction=0.9, len_cap_patience=3)
-    return CollapseRule(**(base | kw))
-
-
-def record(step: int, reward: float, capped: float = 0.0, loss: float = 0.1) -> dict:
-    return {
-        "step": step,
-        "verifier_reward": reward,
-        "frac_at_len_cap": capped,
-        "loss": loss,
-        "mean_advantage_abs": 1.0,
-        "grad_norm": 1.0,
-    }
-
-
-def test_collapse_rules() -> None:
-    # moving averages (window 2) of 0.4, 0.4, 0.1, 0.1, 0.1: 0.4, 0.25, 0.1, 0.1; start 0.4, floor 0.2
-    history = [record(i + 1, r) for i, r in enumerate([0.4, 0.4, 0.1, 0.1, 0.1])]
-    assert collapse_reason(history[:4], rule()) is None  # 0.25 then 0.1: one step below the floor
-    assert "moving average below 0.5" in collapse_reason(history, rule())
-    assert "non-finite loss" in collapse_reason([record(1, 0.5, loss=float("nan"))], rule())
-    capped = [record(i + 1, 0.3, capped=c) for i, c in enumerate([0.95, 0.95, 0.5, 0.95, 0.95, 0.9])]
-    assert collapse_reason(capped[:5], rule()) is None
-    assert "at the length cap" in collapse_reason(capped, rule())
-    assert collapse_reason([record(i + 1, 0.0) for i in range(9)], rule()) is None  # start 0: rule cannot fire
 
 
 def test_prompt_sampler_resumes_exactly_and_covers_an_epoch() -> None:
