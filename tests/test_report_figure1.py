@@ -13,7 +13,7 @@ from report_fixtures import P1, P2, P3, dump, report_context, write_experiments,
 from gropd.horizon import separation_curve
 from gropd.report import build
 from gropd.report.figure1 import build_figure1
-from gropd.report.smoothing import trailing_mean
+from gropd.report.plotting import trailing_mean
 
 FIG1 = {
     "name": "fig1",

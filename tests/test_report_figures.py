@@ -11,7 +11,7 @@ from report_fixtures import P1, P2, report_context, write_experiments, write_run
 from gropd.report import build
 from gropd.report.figure3 import build_figure3
 from gropd.report.figure4 import build_figure4
-from gropd.report.smoothing import centred_mean, trailing_mean
+from gropd.report.plotting import centred_mean, trailing_mean
 
 PURPLE = to_rgba("purple")
 

@@ -13,7 +13,7 @@ from gropd.config.grids import expand_grid, load_grid
 from gropd.report.context import ReportContext
 from gropd.report.labels import RunParams, method_label, pairing_title, run_params
 from gropd.report.loading import GridRun, missing_line
-from gropd.report.seeds import seed_stats, stats_cell
+from gropd.report.scores import seed_stats, stats_cell
 from gropd.report.verdicts import NOT_TESTED, PREFERRED_SEEDS, Verdict
 
 # The target that runs a grid's seeds 0..2 (reports never train: the page only names it).

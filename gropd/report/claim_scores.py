@@ -26,8 +26,7 @@ from gropd.report.claim_page import (
 from gropd.report.context import ReportContext
 from gropd.report.formats import pipe_table, plain
 from gropd.report.loading import GridRun, grid_runs, group_runs
-from gropd.report.scores import finished_summaries, macro
-from gropd.report.seeds import seed_stats
+from gropd.report.scores import finished_summaries, macro, seed_stats
 from gropd.report.verdicts import (
     PAIRED_CONFIDENCE,
     RULES,

@@ -33,10 +33,8 @@ from gropd.report.plotting import (
     lambda_positions,
     new_figure,
     run_look,
-    save_figure,
-    write_figure_markdown,
 )
-from gropd.report.provenance import write_provenance
+from gropd.report.provenance import publish_figures
 
 H_TICKS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000)
 
@@ -172,7 +170,6 @@ def build_figure1(ctx: ReportContext) -> tuple[FigureSet, list[str]]:
 def fig1(ctx: ReportContext) -> list[Path]:
     """Write figure1.png, figure1.pdf, figure1.md (caption, peaks) and the provenance sidecar."""
     figures, peaks = build_figure1(ctx)
-    paths = save_figure(figures.figures["figure1"], ctx.out_dir, "figure1")
     window = ctx.settings.fig1.window
     caption = (
         "(b) J_H(H) is ours (the paper gives no formula): for each prompt with both correct and incorrect "
@@ -187,17 +184,8 @@ def fig1(ctx: ReportContext) -> list[Path]:
     )
     if peaks:
         caption += "\n\n" + "\n".join(f"- {line}" for line in peaks)
-    paths.append(
-        write_figure_markdown(
-            ctx.out_dir,
-            "figure1",
-            "Figure 1: horizon of prefix credit; raw score",
-            caption,
-            ["figure1"],
-            figures.missing,
-        )
+    title, manifests = (
+        "Figure 1: horizon of prefix credit; raw score",
+        ["grids/fig1.yaml", "pairings.yaml", "report.yaml"],
     )
-    manifests = ctx.manifest_files("grids/fig1.yaml", "pairings.yaml", "report.yaml")
-    return paths + [
-        write_provenance(ctx, "figure1", runs=figures.runs, manifests=manifests, outputs=paths, missing=figures.missing)
-    ]
+    return publish_figures(ctx, "figure1", title, caption, figures, manifests)

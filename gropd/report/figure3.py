@@ -19,10 +19,8 @@ from gropd.report.plotting import (
     lambda_positions,
     new_figure,
     run_look,
-    save_figure,
-    write_figure_markdown,
 )
-from gropd.report.provenance import write_provenance
+from gropd.report.provenance import publish_figures
 
 
 def dynamics_figure(ctx: ReportContext, runs: list[GridRun], title: str) -> tuple[Figure, list[str]]:
@@ -78,20 +76,11 @@ def build_figure3(ctx: ReportContext) -> FigureSet:
 
 def fig3(ctx: ReportContext) -> list[Path]:
     """Write fig3a/fig3b as PNG and PDF, fig3.md and the provenance sidecar."""
-    figures = build_figure3(ctx)
-    paths = [path for stem, fig in figures.figures.items() for path in save_figure(fig, ctx.out_dir, stem)]
-    s = ctx.settings
+    figures, s = build_figure3(ctx), ctx.settings
     caption = (
         f"y: `{s.fig3.metric}` per rollout batch; faint: per step; bold: trailing {s.fig3.window}-step "
         f"moving average; dot: the run's last step. Vanilla OPD {s.style.opd_colour}; GR-OPD coloured by λ "
         f"({s.style.lambda_cmap}); γ = 1 dashed. Profile {ctx.profile}."
     )
-    paths.append(
-        write_figure_markdown(
-            ctx.out_dir, "fig3", "Figure 3: training dynamics", caption, list(figures.figures), figures.missing
-        )
-    )
-    manifests = ctx.manifest_files("grids/lambda.yaml", "grids/gamma.yaml", "report.yaml")
-    return paths + [
-        write_provenance(ctx, "fig3", runs=figures.runs, manifests=manifests, outputs=paths, missing=figures.missing)
-    ]
+    manifests = ["grids/lambda.yaml", "grids/gamma.yaml", "report.yaml"]
+    return publish_figures(ctx, "fig3", "Figure 3: training dynamics", caption, figures, manifests)

@@ -11,9 +11,8 @@ from pathlib import Path
 from gropd.report.context import ReportContext
 from gropd.report.labels import pairing_title, run_label, run_params
 from gropd.report.loading import curve_rows, grid_runs, missing_line, series
-from gropd.report.plotting import FigureSet, lambda_positions, new_figure, run_look, save_figure, write_figure_markdown
-from gropd.report.provenance import write_provenance
-from gropd.report.smoothing import centred_mean
+from gropd.report.plotting import FigureSet, centred_mean, lambda_positions, new_figure, run_look
+from gropd.report.provenance import publish_figures
 
 PANELS = (
     ("A", "mean_response_len", "mean response length (tokens)", "log"),
@@ -66,18 +65,11 @@ def build_figure4(ctx: ReportContext) -> FigureSet:
 
 def fig4(ctx: ReportContext) -> list[Path]:
     """Write fig4.png, fig4.pdf, fig4.md and the provenance sidecar."""
-    figures = build_figure4(ctx)
-    paths = save_figure(figures.figures["fig4"], ctx.out_dir, "fig4")
-    s = ctx.settings
+    figures, s = build_figure4(ctx), ctx.settings
     caption = (
         f"Pairing {s.fig4.pairing}, grid gamma, profile {ctx.profile}. Lines: centred {s.fig4.window}-step "
         f"moving averages of each metric's non-null values; GR-OPD coloured by λ ({s.style.lambda_cmap}); "
         "panel A on a log axis."
     )
-    paths.append(
-        write_figure_markdown(ctx.out_dir, "fig4", "Figure 4: γ = 1 vs γ = .99", caption, ["fig4"], figures.missing)
-    )
-    manifests = ctx.manifest_files("grids/gamma.yaml", "report.yaml")
-    return paths + [
-        write_provenance(ctx, "fig4", runs=figures.runs, manifests=manifests, outputs=paths, missing=figures.missing)
-    ]
+    manifests = ["grids/gamma.yaml", "report.yaml"]
+    return publish_figures(ctx, "fig4", "Figure 4: γ = 1 vs γ = .99", caption, figures, manifests)

@@ -11,8 +11,8 @@ from typing import Any
 from gropd.config.layering import read_yaml
 from gropd.record.run_dir import RunDir
 from gropd.report.context import ReportContext
-from gropd.report.formats import Table, plain, write_table
-from gropd.report.provenance import write_provenance
+from gropd.report.formats import Table, plain
+from gropd.report.provenance import publish_table
 
 TABLE3 = (
     ("prompts_per_batch", "prompts per rollout batch"),
@@ -151,23 +151,13 @@ def build_table5(ctx: ReportContext) -> Table:
     )
 
 
-def write_manifest_table(ctx: ReportContext, table: Table, manifests: list[str]) -> list[Path]:
-    """Write a manifest table's three formats and its provenance sidecar (no runs)."""
-    paths = write_table(table, ctx.out_dir)
-    return paths + [
-        write_provenance(
-            ctx, table.name, runs=[], manifests=ctx.manifest_files(*manifests), outputs=paths, missing=table.missing
-        )
-    ]
-
-
 def table3(ctx: ReportContext) -> list[Path]:
-    return write_manifest_table(ctx, build_table3(ctx), ["train.yaml", f"profiles/{ctx.profile}.yaml"])
+    return publish_table(ctx, build_table3(ctx), [], ["train.yaml", f"profiles/{ctx.profile}.yaml"])
 
 
 def table4(ctx: ReportContext) -> list[Path]:
-    return write_manifest_table(ctx, build_table4(ctx), ["models.yaml", "lock.yaml"])
+    return publish_table(ctx, build_table4(ctx), [], ["models.yaml", "lock.yaml"])
 
 
 def table5(ctx: ReportContext) -> list[Path]:
-    return write_manifest_table(ctx, build_table5(ctx), ["suites.yaml"])
+    return publish_table(ctx, build_table5(ctx), [], ["suites.yaml"])

@@ -10,6 +10,7 @@ Figures are bare `matplotlib.figure.Figure` objects on the Agg canvas (no pyplot
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,6 @@ from eval.files import atomic_write_text, atomic_write_with
 from gropd.report.labels import RunParams
 from gropd.report.loading import GridRun
 from gropd.report.settings import StyleSettings
-from gropd.report.smoothing import trailing_mean
 
 
 @dataclass(frozen=True)
@@ -89,3 +89,17 @@ def write_figure_markdown(
     path = out_dir / f"{name}.md"
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path
+
+
+# --- moving averages of a metric series (values already stripped of nulls, in step order) ---------------
+
+
+def trailing_mean(values: list[float], window: int) -> list[float]:
+    """m_i = mean(v_{max(0, i-w+1)} .. v_i): the last `window` points, fewer at the start."""
+    return [statistics.fmean(values[max(0, i - window + 1) : i + 1]) for i in range(len(values))]
+
+
+def centred_mean(values: list[float], window: int) -> list[float]:
+    """m_i = mean(v_{i-(w-1)//2} .. v_{i+w//2}), the window cut at both ends of the series."""
+    before, after = (window - 1) // 2, window // 2
+    return [statistics.fmean(values[max(0, i - before) : i + after + 1]) for i in range(len(values))]

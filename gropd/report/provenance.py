@@ -1,4 +1,5 @@
-"""The `<artefact>.provenance.json` sidecar: what an artefact was built from, when, and what was missing."""
+"""Publishing an artefact: its table (md, tex, csv) or figures (png, pdf, md), then the
+`<artefact>.provenance.json` sidecar: what it was built from, when, and what was missing."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 
 from eval.files import atomic_write_json
 from gropd.report.context import ReportContext
+from gropd.report.formats import Table, write_table
 from gropd.report.loading import GridRun
+from gropd.report.plotting import FigureSet, save_figure, write_figure_markdown
 
 
 def file_digest(path: Path) -> str | None:
@@ -50,3 +53,33 @@ def write_provenance(
     path = ctx.out_dir / f"{name}.provenance.json"
     atomic_write_json(path, record)
     return path
+
+
+def publish_table(
+    ctx: ReportContext, table: Table, runs: list[GridRun], manifests: list[str], missing: list[str] | None = None
+) -> list[Path]:
+    """Write <name>.{md,tex,csv} and the sidecar naming `manifests` (paths under experiments/) and
+    `missing` (default: the table's own missing list); returns every path written."""
+    paths = write_table(table, ctx.out_dir)
+    sidecar = write_provenance(
+        ctx,
+        table.name,
+        runs=runs,
+        manifests=ctx.manifest_files(*manifests),
+        outputs=paths,
+        missing=table.missing if missing is None else missing,
+    )
+    return [*paths, sidecar]
+
+
+def publish_figures(
+    ctx: ReportContext, name: str, title: str, caption: str, figures: FigureSet, manifests: list[str]
+) -> list[Path]:
+    """Write each figure as <stem>.{png,pdf}, <name>.md (title, caption, the PNGs, the missing runs) and
+    the sidecar; returns every path written."""
+    paths = [path for stem, fig in figures.figures.items() for path in save_figure(fig, ctx.out_dir, stem)]
+    paths.append(write_figure_markdown(ctx.out_dir, name, title, caption, list(figures.figures), figures.missing))
+    sidecar = write_provenance(
+        ctx, name, runs=figures.runs, manifests=ctx.manifest_files(*manifests), outputs=paths, missing=figures.missing
+    )
+    return [*paths, sidecar]

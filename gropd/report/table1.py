@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from gropd.report.context import ReportContext
-from gropd.report.formats import Cell, Table, write_table
+from gropd.report.formats import Cell, Table
 from gropd.report.labels import method_label, pairing_title, run_params
 from gropd.report.loading import GridRun, grid_runs, group_runs, missing_line
-from gropd.report.provenance import write_provenance
-from gropd.report.scores import finished_summaries, macro, suite_field
-from gropd.report.seeds import SeedStats, seed_stats, stats_cell
+from gropd.report.provenance import publish_table
+from gropd.report.scores import SeedStats, finished_summaries, macro, seed_stats, stats_cell, suite_field
 
 TIE = "‡"
 COLLAPSE = "Collapse"
@@ -151,10 +150,5 @@ def build_table1(ctx: ReportContext) -> tuple[Table, list[GridRun]]:
 def table1(ctx: ReportContext) -> list[Path]:
     """Write table1.{md,tex,csv} and its provenance sidecar."""
     table, runs = build_table1(ctx)
-    paths = write_table(table, ctx.out_dir)
-    manifests = ctx.manifest_files("grids/table1.yaml", "suites.yaml", "pairings.yaml", "train.yaml")
-    return paths + [
-        write_provenance(
-            ctx, "table1", runs=runs, manifests=manifests, outputs=paths, missing=table.missing + table.notes[1:]
-        )
-    ]
+    manifests = ["grids/table1.yaml", "suites.yaml", "pairings.yaml", "train.yaml"]
+    return publish_table(ctx, table, runs, manifests, missing=table.missing + table.notes[1:])

@@ -13,11 +13,11 @@ import statistics
 from pathlib import Path
 
 from gropd.report.context import ReportContext
-from gropd.report.formats import Cell, Table, plain, write_table
+from gropd.report.formats import Cell, Table, plain
 from gropd.report.labels import num, pairing_title, run_params
 from gropd.report.loading import GridRun, grid_runs, missing_line, series
-from gropd.report.provenance import write_provenance
-from gropd.report.seeds import seed_stats, stats_cell
+from gropd.report.provenance import publish_table
+from gropd.report.scores import seed_stats, stats_cell
 from gropd.report.settings import Table2Reference
 
 METRICS = ("pressure_normalised", "pressure_retained")
@@ -102,10 +102,5 @@ def build_table2(ctx: ReportContext) -> tuple[Table, list[GridRun]]:
 def table2(ctx: ReportContext) -> list[Path]:
     """Write table2.{md,tex,csv} and its provenance sidecar."""
     table, runs = build_table2(ctx)
-    paths = write_table(table, ctx.out_dir)
-    manifests = ctx.manifest_files("grids/lambda.yaml", "pairings.yaml", "train.yaml", "report.yaml")
-    return paths + [
-        write_provenance(
-            ctx, "table2", runs=runs, manifests=manifests, outputs=paths, missing=table.missing + table.notes
-        )
-    ]
+    manifests = ["grids/lambda.yaml", "pairings.yaml", "train.yaml", "report.yaml"]
+    return publish_table(ctx, table, runs, manifests, missing=table.missing + table.notes)

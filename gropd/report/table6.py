@@ -9,11 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from gropd.report.context import ReportContext
-from gropd.report.formats import Cell, Table, plain, write_table
+from gropd.report.formats import Cell, Table, plain
 from gropd.report.loading import GridRun, grid_runs, group_runs
-from gropd.report.provenance import write_provenance
-from gropd.report.scores import finished_summaries, macro
-from gropd.report.seeds import seed_stats, stats_cell
+from gropd.report.provenance import publish_table
+from gropd.report.scores import finished_summaries, macro, seed_stats, stats_cell
 from gropd.report.settings import Table6Reference
 
 
@@ -70,8 +69,4 @@ def build_table6(ctx: ReportContext) -> tuple[Table, list[GridRun]]:
 def table6(ctx: ReportContext) -> list[Path]:
     """Write table6.{md,tex,csv} and its provenance sidecar."""
     table, runs = build_table6(ctx)
-    paths = write_table(table, ctx.out_dir)
-    manifests = ctx.manifest_files("grids/table6.yaml", "models.yaml", "suites.yaml", "report.yaml")
-    return paths + [
-        write_provenance(ctx, "table6", runs=runs, manifests=manifests, outputs=paths, missing=table.missing)
-    ]
+    return publish_table(ctx, table, runs, ["grids/table6.yaml", "models.yaml", "suites.yaml", "report.yaml"])
