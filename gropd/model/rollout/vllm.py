@@ -100,6 +100,29 @@ def distributed_executor(environ: Mapping[str, str]) -> str | None:
     return "external_launcher" if int(environ.get("WORLD_SIZE", "1")) > 1 else None
 
 
+def engine_arguments(
+    model_path: str,
+    revision: str | None,
+    tokenizer: str | None,
+    tensor_parallel: int,
+    dtype: str,
+    gpu_memory_utilization: float,
+    max_model_len: int | None,
+) -> dict[str, object]:
+    """The `vllm.LLM` arguments the rollout and teacher engines share: the model and its tokenizer at one
+    revision (the tiny world keeps its tokenizer apart), tensor parallelism, dtype, GPU share, context."""
+    return {
+        "model": model_path,
+        "revision": revision,
+        "tokenizer": tokenizer or model_path,
+        "tokenizer_revision": revision,
+        "tensor_parallel_size": tensor_parallel,
+        "dtype": dtype,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "max_model_len": max_model_len,
+    }
+
+
 class VLLMRollout:
     """RolloutEngine on an in-process `vllm.LLM` that follows the trainer's weights."""
 
@@ -126,16 +149,11 @@ class VLLMRollout:
         self.samples_trained_weights = False  # its own copy of the weights, in `dtype`
         self._asleep = False
         self._llm = vllm.LLM(
-            model=model_path,
-            revision=revision,
-            tokenizer=tokenizer or model_path,  # the tiny world keeps its tokenizer apart
-            tokenizer_revision=revision,
-            tensor_parallel_size=tensor_parallel,
-            dtype=dtype,
-            gpu_memory_utilization=gpu_memory_utilization,
+            **engine_arguments(
+                model_path, revision, tokenizer, tensor_parallel, dtype, gpu_memory_utilization, max_model_len
+            ),
             enable_sleep_mode=enable_sleep_mode,
             seed=seed,
-            max_model_len=max_model_len,
             distributed_executor_backend=distributed_executor(os.environ) if distributed else None,
         )
 

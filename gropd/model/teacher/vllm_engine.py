@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gropd.model.optional import require
-from gropd.model.rollout.vllm import distributed_executor
+from gropd.model.rollout.vllm import distributed_executor, engine_arguments
 
 
 def _logprob_value(entry: Any) -> float:
@@ -99,14 +99,9 @@ class VLLMTeacher:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process, as external_launcher requires
         self._vllm = vllm
         self._llm = vllm.LLM(
-            model=model_path,
-            revision=revision,
-            tokenizer=tokenizer or model_path,  # the tiny world keeps its tokenizer apart
-            tokenizer_revision=revision,
-            tensor_parallel_size=tensor_parallel,
-            dtype=dtype,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
+            **engine_arguments(
+                model_path, revision, tokenizer, tensor_parallel, dtype, gpu_memory_utilization, max_model_len
+            ),
             enable_prefix_caching=False,  # vLLM never reads the cache for prompt_logprobs requests
             max_num_batched_tokens=max_num_batched_tokens,  # bounds the prompt_logprobs workspace (below)
             max_num_seqs=min(256, max_num_batched_tokens),  # vLLM requires max_num_seqs <= max_num_batched_tokens
