@@ -8,12 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 from tiny_runs import project, tiny_config
+from tiny_runs import run_tiny as run
 
-from gropd.config import load_manifests
 from gropd.credit import broadcast, trajectory_scores
 from gropd.horizon import separation_curve
-from gropd.record.run_dir import RunDir
-from gropd.runs.pipeline import execute
 
 pytestmark = pytest.mark.slow
 PAIRING = "I4nothink-I1.7nothink"
@@ -24,12 +22,6 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = project(tmp_path)
     monkeypatch.chdir(root)
     return root
-
-
-def run(root: Path, run_id: str, overrides: list[str]) -> tuple[dict, RunDir]:
-    config = tiny_config(root, run_id, overrides)
-    status = execute(config, load_manifests(root / "experiments"), root / "results")
-    return status, RunDir(root / "results" / "tiny" / run_id)
 
 
 def test_scoring_pass_saves_graded_batches_and_trains_nothing(root: Path) -> None:

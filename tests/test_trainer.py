@@ -13,12 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from tiny_runs import REPO, project, tiny_config
+from tiny_runs import REPO, project
+from tiny_runs import run_tiny as run
 
-from gropd.config import load_manifests
 from gropd.credit import broadcast, gropd_advantages, trajectory_scores
-from gropd.record.run_dir import RunDir
-from gropd.runs.pipeline import execute
 
 pytestmark = pytest.mark.slow
 MATCHED = "table1__I4nothink-I1.7nothink__gropd"
@@ -30,12 +28,6 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = project(tmp_path)
     monkeypatch.chdir(root)
     return root
-
-
-def run(root: Path, run_id: str, overrides: list[str]) -> tuple[dict, RunDir]:
-    config = tiny_config(root, run_id, overrides)
-    status = execute(config, load_manifests(root / "experiments"), root / "results")
-    return status, RunDir(root / "results" / "tiny" / run_id)
 
 
 def test_logged_f_S_A_match_the_credit_functions_and_teacher(root: Path) -> None:

@@ -11,7 +11,8 @@ import shutil
 from pathlib import Path
 
 from gropd.config import RunConfig, load_manifests
-from gropd.runs.pipeline import load_run
+from gropd.record.run_dir import RunDir
+from gropd.runs.pipeline import execute, load_run
 
 REPO = Path(__file__).resolve().parents[1]
 # Fast settings for short test runs: few steps, one small suite, short responses capped generously.
@@ -29,3 +30,9 @@ def project(tmp_path: Path) -> Path:
 
 def tiny_config(root: Path, run_id: str, overrides: list[str]) -> RunConfig:
     return load_run(load_manifests(root / "experiments"), "tiny", run_id, FAST + overrides)
+
+
+def run_tiny(root: Path, run_id: str, overrides: list[str]) -> tuple[dict, RunDir]:
+    """Run `run_id` of the project at `root` with FAST + `overrides`; its status and its run directory."""
+    status = execute(tiny_config(root, run_id, overrides), load_manifests(root / "experiments"), root / "results")
+    return status, RunDir(root / "results" / "tiny" / run_id)
