@@ -2,7 +2,7 @@
 
 Contract
 --------
-    verdict(response, gold) = Verdict(extracted, correct, timed_out)
+    verdict(response, gold) = Grade(extracted, correct, timed_out)
     extracted = extract_answer(response)              (None: the response gives no answer)
     correct   = extracted is not None and math_verify.verify(parse(gold), parse(extracted))
 
@@ -220,7 +220,7 @@ def simple_tuple(text: str) -> tuple[str, list[Fraction | float]] | None:
 
 
 def fast_verdict(gold: str, extracted: str) -> bool | None:
-    """Verdict without math-verify when it is obvious, else None (ask math-verify).
+    """Grade without math-verify when it is obvious, else None (ask math-verify).
 
     Same text after `normalise_text` -> True. Two `simple_value`s: the same value ->
     True, far apart -> False. Two `simple_tuple`s with the same brackets and length:
@@ -415,7 +415,7 @@ class VerifierPool:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Grade:
     """One graded response: the extracted answer (None: no answer), correct, timed_out."""
 
     extracted: str | None
@@ -437,14 +437,14 @@ class Grader:
         self.judged = 0  # pairs sent to math-verify (cache misses that the fast path left)
         self._pool: VerifierPool | None = None
 
-    def grade(self, responses: list[str], golds: list[str]) -> list[Verdict]:
-        """One Verdict per (response, gold), in order."""
+    def grade(self, responses: list[str], golds: list[str]) -> list[Grade]:
+        """One Grade per (response, gold), in order."""
         if len(responses) != len(golds):
             raise ValueError(f"{len(responses)} responses but {len(golds)} golds")
         extracted = [extract_answer(r, self.thinking) for r in responses]
         self._fill_cache({(g, e) for g, e in zip(golds, extracted, strict=True) if e is not None})
         return [
-            Verdict(e, *self.cache[(g, e)]) if e is not None else Verdict(None, False, False)
+            Grade(e, *self.cache[(g, e)]) if e is not None else Grade(None, False, False)
             for g, e in zip(golds, extracted, strict=True)
         ]
 
@@ -477,8 +477,8 @@ class Grader:
 
 def grade_records(
     responses: list[str], golds: list[str], timeout_s: float = 5.0, workers: int | None = None
-) -> list[Verdict]:
-    """Verdict (extracted, correct, timed_out) per response, graded in parallel, in order."""
+) -> list[Grade]:
+    """Grade (extracted, correct, timed_out) per response, graded in parallel, in order."""
     with Grader(timeout_s=timeout_s, workers=workers) as grader:
         return grader.grade(responses, golds)
 

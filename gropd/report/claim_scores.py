@@ -26,7 +26,7 @@ from gropd.report.claim_page import (
 from gropd.report.context import ReportContext
 from gropd.report.formats import pipe_table, plain
 from gropd.report.loading import GridRun, grid_runs, group_runs
-from gropd.report.scores import finished_summaries, macro, seed_stats
+from gropd.report.scores import finished_summaries, seed_stats, summary_macro
 from gropd.report.verdicts import (
     PAIRED_CONFIDENCE,
     RULES,
@@ -63,7 +63,7 @@ def final_scores(runs: list[GridRun], suites: list[str]) -> Scores:
             collapsed.append(run)
             continue
         summaries, _ = finished_summaries([run], suites)
-        if summaries and (value := macro(summaries[0], suites)) is not None:
+        if summaries and (value := summary_macro(summaries[0], suites)) is not None:
             values[run.run_id] = value
     return Scores(values, collapsed)
 

@@ -26,7 +26,7 @@ def missing_suites(summary: dict[str, Any], suites: list[str]) -> list[str]:
     return [suite for suite in suites if suite_field(summary, suite, "avg_at_k") is None]
 
 
-def macro(summary: dict[str, Any], suites: list[str], key: str = "avg_at_k") -> float | None:
+def summary_macro(summary: dict[str, Any], suites: list[str], key: str = "avg_at_k") -> float | None:
     """Unweighted mean of `key` over `suites` (unrounded); None unless every suite has it."""
     values = [suite_field(summary, suite, key) for suite in suites]
     if not values or any(value is None for value in values):

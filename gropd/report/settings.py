@@ -5,14 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from gropd.config.errors import ConfigError
 from gropd.config.layering import read_yaml
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from gropd.config.schema import Strict
 
 
 class Table1Settings(Strict):

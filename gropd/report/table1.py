@@ -18,7 +18,7 @@ from gropd.report.formats import Cell, Table
 from gropd.report.labels import method_label, pairing_title, run_params
 from gropd.report.loading import GridRun, grid_runs, group_runs, missing_line
 from gropd.report.provenance import publish_table
-from gropd.report.scores import SeedStats, finished_summaries, macro, seed_stats, stats_cell, suite_field
+from gropd.report.scores import SeedStats, finished_summaries, seed_stats, stats_cell, suite_field, summary_macro
 
 TIE = "‡"
 COLLAPSE = "Collapse"
@@ -37,7 +37,7 @@ class Row:
 def row_stats(summaries: list[dict[str, Any]], suites: list[str]) -> list[SeedStats | None]:
     """Per suite, then Macro: seed statistics over the summaries that have the value."""
     columns = [[suite_field(s, suite, "avg_at_k") for s in summaries] for suite in suites]
-    columns.append([macro(s, suites) for s in summaries])
+    columns.append([summary_macro(s, suites) for s in summaries])
     return [
         seed_stats([v for v in values if v is not None]) if any(v is not None for v in values) else None
         for values in columns

@@ -12,7 +12,7 @@ from gropd.report.context import ReportContext
 from gropd.report.formats import Cell, Table, plain
 from gropd.report.loading import GridRun, grid_runs, group_runs
 from gropd.report.provenance import publish_table
-from gropd.report.scores import finished_summaries, macro, seed_stats, stats_cell
+from gropd.report.scores import finished_summaries, seed_stats, stats_cell, summary_macro
 from gropd.report.settings import Table6Reference
 
 
@@ -26,7 +26,7 @@ def reference(refs: list[Table6Reference], model: str, mode: str) -> list[Cell]:
 
 def measured(summaries: list[dict], suites: list[str], key: str, decimals: int) -> Cell:
     """Seed statistics of one per-run macro quantity, '—' when no run has it."""
-    values = [v for s in summaries if (v := macro(s, suites, key)) is not None]
+    values = [v for s in summaries if (v := summary_macro(s, suites, key)) is not None]
     return stats_cell(seed_stats(values), decimals) if values else Cell("—")
 
 

@@ -48,7 +48,7 @@ class StatusRow:
     reason: str = ""
 
 
-def grid_runs(manifests: Manifests, profile: str) -> list[tuple[RunEntry, Path]]:
+def grid_run_files(manifests: Manifests, profile: str) -> list[tuple[RunEntry, Path]]:
     """Every run of every grid with the path of its run file (which may not exist yet)."""
     runs_dir = manifests.root / "runs" / profile
     return [
@@ -71,7 +71,7 @@ def current_config(
 
 def status_rows(manifests: Manifests, profile: str, results_root: Path, overrides: list[str]) -> list[StatusRow]:
     rows, seen = [], set()
-    for entry, run_file in grid_runs(manifests, profile):
+    for entry, run_file in grid_run_files(manifests, profile):
         seen.add(entry.run_id)
         try:
             config = current_config(entry, run_file, profile, manifests, overrides, results_root)
