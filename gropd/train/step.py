@@ -1,6 +1,7 @@
-"""The training loop: rollout -> teacher scoring -> credit -> clipped update -> metrics -> checkpoint.
+"""One training step: rollout -> teacher scoring -> credit -> clipped update -> metrics (the loop around
+it, with checkpoints and the collapse rule, is gropd/train/loop.py).
 
-One loop for GR-OPD, vanilla OPD and the raw score (`method` picks the credit rule) and for both
+One step for GR-OPD, vanilla OPD and the raw score (`method` picks the credit rule) and for both
 profiles; a scoring pass (gropd/train/scoring.py) reuses the rollout, grading and dump steps.
 Data parallelism: each of the accelerate processes takes an equal share of the prompts
 (whole groups) and of every optimisation minibatch; the loss is weighted so the summed
