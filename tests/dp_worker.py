@@ -124,5 +124,14 @@ def main(out: str, mode: str) -> None:
         torch.save({k.removeprefix("module."): v.detach().cpu() for k, v in state.items()}, out)
 
 
+def end_process_group() -> None:
+    """Meet, then destroy the process group: a rank that exits with gloo's threads still up can abort in
+    C++ ("terminate called without an active exception", seen once in CI) after its work is done."""
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2])
+    end_process_group()  # only after success: a barrier with a failed rank would wait for its timeout
