@@ -23,6 +23,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:
         raise ConfigError(str(path), "", "file not found") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(str(path), "", f"not UTF-8 text ({err.reason} at byte {err.start})") from None
     except yaml.YAMLError as err:
         raise ConfigError(str(path), "", f"not valid YAML: {err}") from None
     if data is None:
@@ -79,8 +81,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return flat
 
 
-def origin_of(origins: Origins, key_path: str) -> str:
-    """The layer that set `key_path` (or its nearest set ancestor/descendant)."""
+def origin_of(origins: Origins, key_path: str, fallback: str = "defaults") -> str:
+    """The layer that set `key_path` (or its nearest set ancestor/descendant); `fallback` when none did."""
     if key_path in origins:
         return origins[key_path]
     parts = key_path.split(".")
@@ -88,4 +90,4 @@ def origin_of(origins: Origins, key_path: str) -> str:
         if ".".join(parts[:cut]) in origins:
             return origins[".".join(parts[:cut])]
     below = [src for key, src in origins.items() if key.startswith(key_path + ".")]
-    return below[-1] if below else "defaults"
+    return below[-1] if below else fallback

@@ -34,6 +34,13 @@ class Manifests:
     def model(self, profile: str, label: str) -> dict[str, Any]:
         return self.models[profile][label]
 
+    def require_profile(self, profile: str) -> None:
+        """ConfigError naming --profile unless `profile` is one of profiles/*.yaml."""
+        if profile not in self.profiles:
+            raise ConfigError(
+                "command line", "--profile", f"{profile!r} is not a profile", f"one of {', '.join(self.profiles)}"
+            )
+
 
 def load_manifests(root: Path = Path("experiments")) -> Manifests:
     """Read and cross-check models.yaml, pairings.yaml and suites.yaml under `root`."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +29,17 @@ def resolve_run(
     overrides: list[str] | None = None,
     entry_values: dict[str, Any] | None = None,
 ) -> RunConfig:
-    """The run's resolved config; ConfigError naming the file and key path on any bad input."""
+    """The run's resolved config; ConfigError naming the file and key path on any bad input. A run file's
+    `run_id` must be its file name; a key nobody set is blamed on the run file (or grid, or command line)."""
     root = manifests.root
-    if profile not in manifests.profiles:
-        raise ConfigError(
-            "command line", "--profile", f"{profile!r} is not a profile", f"one of {', '.join(manifests.profiles)}"
-        )
+    manifests.require_profile(profile)
     layers = [(read_yaml(root / "train.yaml"), str(root / "train.yaml"))]
     layers.append((read_yaml(root / "profiles" / f"{profile}.yaml"), str(root / "profiles" / f"{profile}.yaml")))
-    run_layers = [] if entry_values is None else [(entry_values, "grid entry")]
+    run_layers = [] if entry_values is None else [(entry_values, _grid_file(root, entry_values))]
     if run_file is not None:
         run_layers.append((read_yaml(run_file), str(run_file)))
     run_layers.append((parse_overrides(overrides or []), "command line"))
+    fallback = run_layers[-2][1] if len(run_layers) > 1 else "command line"
     pairing = _merged(layers + run_layers).get("pairing")
     pairing_defaults = (manifests.pairings.get(pairing) or {}).get("config", {}).get(profile) if pairing else None
     if pairing_defaults:
@@ -48,14 +48,38 @@ def resolve_run(
     origins: Origins = {}
     for layer, source in layers + run_layers:
         merge(values, layer, source, origins)
+    where = lambda key: origin_of(origins, key, fallback)  # noqa: E731
     if values.get("profile") != profile:
-        raise ConfigError(origin_of(origins, "profile"), "profile", f"{values.get('profile')!r}", repr(profile))
+        raise ConfigError(where("profile"), "profile", f"{values.get('profile')!r}", repr(profile))
+    if run_file is not None and values.get("run_id") != run_file.stem:
+        given = "missing" if values.get("run_id") is None else f"{values['run_id']!r}"
+        raise ConfigError(where("run_id"), "run_id", given, f"{run_file.stem!r} (the file's name)")
+    _check_group_size(values, where)
     try:
         config = RunConfig.model_validate(values)
     except ValidationError as err:
-        raise _config_error(err, origins) from None
-    check_against_manifests(config, manifests, origins)
+        raise _config_error(err, where) from None
+    check_against_manifests(config, manifests, where)
     return config
+
+
+def _grid_file(root: Path, entry_values: dict[str, Any]) -> str:
+    """The grid file a grid entry's values come from."""
+    return str(root / "grids" / f"{entry_values['grid']}.yaml") if entry_values.get("grid") else "grid entry"
+
+
+def _check_group_size(values: dict[str, Any], where: Callable[[str], str]) -> None:
+    """GR-OPD has G >= 2: checked before the schema, so that G = 1 gets this message whatever the
+    minibatch arithmetic of TrainSettings says."""
+    train = values.get("train")
+    group_size = train.get("group_size") if isinstance(train, dict) else None
+    if values.get("method") == "gropd" and type(group_size) is int and group_size < 2:
+        raise ConfigError(
+            where("train.group_size"),
+            "train.group_size",
+            f"G = {group_size}",
+            "G >= 2 for GR-OPD (group statistics need at least two responses)",
+        )
 
 
 def _merged(layers: list[tuple[dict[str, Any], str]]) -> dict[str, Any]:
@@ -66,16 +90,18 @@ def _merged(layers: list[tuple[dict[str, Any], str]]) -> dict[str, Any]:
     return values
 
 
-def _config_error(err: ValidationError, origins: Origins) -> ConfigError:
+def _config_error(err: ValidationError, where: Callable[[str], str]) -> ConfigError:
     first = err.errors()[0]
     key = ".".join(str(part) for part in first["loc"])
     if first["type"] == "extra_forbidden":
         parent = _model_at(RunConfig, first["loc"][:-1])
         valid = ", ".join(parent.model_fields) if parent else "a known key"
-        return ConfigError(origin_of(origins, key), key, "unknown key", f"one of {valid}")
+        return ConfigError(where(key), key, "unknown key", f"one of {valid}")
     if first["type"] == "missing":
-        return ConfigError(origin_of(origins, key.rsplit(".", 1)[0]), key, "missing", "a value")
-    return ConfigError(origin_of(origins, key), key, f"{first['msg']} (got {first.get('input')!r})")
+        return ConfigError(where(key.rsplit(".", 1)[0]), key, "missing", "a value")
+    given = first.get("input")
+    shown = "" if isinstance(given, (dict, list)) else f" (got {given!r})"  # a section's check names its keys
+    return ConfigError(where(key), key, f"{first['msg'].removeprefix('Value error, ')}{shown}")
 
 
 def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -88,9 +114,8 @@ def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] |
     return model
 
 
-def check_against_manifests(config: RunConfig, manifests: Manifests, origins: Origins) -> None:
-    """Cross-file checks: the pairing, model, mode and suites exist; GR-OPD has G >= 2."""
-    where = lambda key: origin_of(origins, key)  # noqa: E731
+def check_against_manifests(config: RunConfig, manifests: Manifests, where: Callable[[str], str]) -> None:
+    """Cross-file checks: the pairing, model, mode and suites exist (`where(key)`: the file that set it)."""
     profile_models = manifests.models.get(config.profile, {})
     profile_suites = manifests.suites.get(config.profile, {})
     if config.kind in ("train", "score"):
@@ -105,13 +130,6 @@ def check_against_manifests(config: RunConfig, manifests: Manifests, origins: Or
                 "pairing",
                 f"{config.pairing!r} does not exist",
                 f"one of {', '.join(manifests.pairings)}",
-            )
-        if config.method == "gropd" and config.train.group_size < 2:
-            raise ConfigError(
-                where("train.group_size"),
-                "train.group_size",
-                f"G = {config.train.group_size}",
-                "G >= 2 for GR-OPD (group statistics need at least two responses)",
             )
     else:
         if config.model not in profile_models:
