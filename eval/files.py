@@ -1,5 +1,6 @@
-"""The file helpers of results/: atomic writes (a temp file beside the target, renamed over it), and
-JSON-lines files read back with a torn last line tolerated."""
+"""The file helpers of results/: atomic writes (a temp file beside the target, renamed over it, with the
+mode a plainly created file gets: mkstemp's own is 0600), and JSON-lines files read back with a torn
+last line tolerated."""
 
 from __future__ import annotations
 
@@ -10,6 +11,16 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+
+def _file_mode() -> int:
+    """0666 less the process's umask (read once: reading it means setting it)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+FILE_MODE = _file_mode()
 
 
 class RunFileError(ValueError):
@@ -28,6 +39,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
             handle.flush()
@@ -47,6 +59,7 @@ def atomic_write_with(path: Path, write: Callable[[str], None]) -> None:
     """Replace `path` with what `write(temp_path)` writes (for writers that want a path: torch.save, savefig)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, FILE_MODE)
     os.close(fd)
     try:
         write(tmp)

@@ -10,7 +10,8 @@
     python -m gropd.cli world   (build the tiny world now)
 
 Every command takes --results DIR (default results/): where runs are written and read.
-Bad input exits with status 2 and a message naming the file, key and expectation.
+Bad input exits with status 2 and a message naming the file, key and expectation; every input of a
+command (profile, grids, run files, overrides, results/, the lock) is checked before it writes anything.
 """
 
 from __future__ import annotations
@@ -19,16 +20,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from gropd.config import ConfigError, RunConfig, RunFileError, load_manifests
+from gropd.config import ConfigError, Manifests, RunConfig, RunFileError, load_manifests
 from gropd.model.fit import FitError
 from gropd.model.hardware import GPUNotUsableError
 from gropd.model.optional import MissingDependencyError
+from gropd.record.run_dir import RunDir
 from gropd.record.tracking import check_backends
-from gropd.runs.lifecycle import run_state, run_threads
-from gropd.runs.pipeline import execute, find_run_file, grid_entries, load_run, materialise, planned_state
+from gropd.runs.lifecycle import changed_error, run_state
+from gropd.runs.pipeline import execute, find_run_file, grid_entries, materialise, planned_state
+from gropd.runs.plan import planned_run, planned_run_id
 from gropd.runs.preflight import preflight
 
 EXPERIMENTS = Path("experiments")
+REFUSED = (ConfigError, RunFileError, MissingDependencyError, FitError, GPUNotUsableError)  # exit 2
 
 
 def default_profile() -> str:
@@ -45,63 +49,87 @@ def _seeds(count: int | None) -> list[int] | None:
     return list(range(count)) if count else None
 
 
-def _resolve(manifests, profile: str, run_id: str, overrides: list[str], results: Path) -> RunConfig:
-    """The run's config; a run that started keeps the thread count it started with (gropd/runs/lifecycle.py)."""
-    config = load_run(manifests, profile, run_id, overrides)
-    return run_threads(config, overrides, find_run_file(manifests, profile, run_id), results)
-
-
 def cmd_runs(args: argparse.Namespace) -> int:
-    manifests = load_manifests(EXPERIMENTS)
+    """List every run of the grids with its state, then write their run files (kept when edited): only
+    once every run resolves, so a bad profile, seed count or run file writes nothing."""
+    manifests = _manifests(args.profile)
     from gropd.config.grids import grid_names
 
-    grids = args.grid or grid_names(EXPERIMENTS)
-    for entry, path, written in materialise(
-        manifests, args.profile, grid_entries(manifests, grids, _seeds(args.seeds))
-    ):
-        _, state = run_state(_resolve(manifests, args.profile, entry.run_id, [], args.results), args.results, manifests)
+    entries = grid_entries(manifests, args.grid or grid_names(EXPERIMENTS), _seeds(args.seeds))
+    configs = [planned_run(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
+    states = [run_state(config, args.results, manifests)[1] for config in configs]
+    for (entry, path, written), state in zip(materialise(manifests, args.profile, entries), states, strict=True):
         print(f"{entry.run_id:<60} {state:<10} {path} ({written})")
     return 0
 
 
-def cmd_grid(args: argparse.Namespace) -> int:
-    manifests = load_manifests(EXPERIMENTS)
-    entries = grid_entries(manifests, args.grids, _seeds(args.seeds))
-    materialise(manifests, args.profile, entries)
-    configs = [_resolve(manifests, args.profile, entry.run_id, args.overrides, args.results) for entry in entries]
-    if not args.dry_run:
-        for config in configs:
-            preflight(config, manifests)
-    for config in configs:
+def refusal(config: RunConfig, state: str, manifests: Manifests, results: Path) -> Exception | None:
+    """Why `grid` would refuse to start this run (changed, unpinned, no teacher server, a tracker not
+    installed, an engine that does not fit), or None."""
+    try:
+        if state == "changed":
+            raise changed_error(RunDir(results / config.profile / config.run_id), config, manifests)
+        preflight(config, manifests)
         check_backends(config.tracking)
+    except REFUSED as err:
+        return err
+    return None
+
+
+def cmd_grid(args: argparse.Namespace) -> int:
+    """Resolve and check every run (and its results/) first; a dry run lists them and what would be refused
+    (exit 2 if any); a real one writes the run files and runs them, or stops at the first refusal."""
+    manifests = _manifests(args.profile)
+    entries = grid_entries(manifests, args.grids, _seeds(args.seeds))
+    configs = [planned_run(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
+    states = [planned_state(config, args.results, manifests, args.force) for config in configs]
+    refused = {
+        config.run_id: err
+        for config, state in zip(configs, states, strict=True)
+        if (err := refusal(config, state, manifests, args.results))
+    }
+    if refused and not args.dry_run:
+        raise next(iter(refused.values()))
+    if not args.dry_run:
+        materialise(manifests, args.profile, entries)
+    states = [
+        f"{state}, would be refused (below)" if config.run_id in refused else state
+        for config, state in zip(configs, states, strict=True)
+    ]
     if args.jobs > 1:
         from gropd.runs.jobs import run_grid_jobs
 
-        runs_dir = manifests.root / "runs" / args.profile
-        return run_grid_jobs(
+        code = run_grid_jobs(
             configs,
+            states,
             jobs=args.jobs,
             overrides=args.overrides,
             force=args.force,
             dry_run=args.dry_run,
             results_root=args.results,
-            runs_dir=runs_dir,
-            manifests=manifests,
+            runs_dir=manifests.root / "runs" / args.profile,
         )
-    for index, config in enumerate(configs, 1):
-        print(
-            f"[{index}/{len(configs)}] {config.run_id}: {planned_state(config, args.results, manifests, args.force)}",
-            file=sys.stderr,
-        )
-        if not args.dry_run:
-            execute(config, manifests, args.results, force=args.force)
-    return 0
+    else:
+        code = 0
+        for index, config in enumerate(configs, 1):
+            state = states[index - 1] if args.dry_run else planned_state(config, args.results, manifests, args.force)
+            print(f"[{index}/{len(configs)}] {config.run_id}: {state}", file=sys.stderr)
+            if not args.dry_run:
+                execute(config, manifests, args.results, force=args.force)
+    reasons: dict[str, list[str]] = {}
+    for run_id, err in refused.items():
+        reasons.setdefault(str(err), []).append(run_id)
+    for reason, run_ids in reasons.items():
+        print(f"would be refused ({len(run_ids)} of {len(configs)} runs): error: {reason}", file=sys.stderr)
+    return 2 if refused else code
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    manifests = load_manifests(EXPERIMENTS)
-    config = _resolve(manifests, args.profile, args.run_id, args.overrides, args.results)
-    preflight(config, manifests)
+    manifests = _manifests(args.profile)
+    config = planned_run_id(manifests, args.profile, args.run_id, args.overrides, args.results)
+    if err := refusal(config, planned_state(config, args.results, manifests, args.force), manifests, args.results):
+        raise err
+    find_run_file(manifests, args.profile, args.run_id)  # written from its grid if it does not exist yet
     status = execute(config, manifests, args.results, force=args.force)
     print(f"{config.run_id}: {status.get('status')}" + (f" ({status['reason']})" if status.get("reason") else ""))
     return 0
@@ -111,16 +139,29 @@ def cmd_status(args: argparse.Namespace) -> int:
     from gropd.runs.status import format_table, status_rows
 
     manifests = load_manifests(EXPERIMENTS)
+    for profile in args.profiles or []:
+        manifests.require_profile(profile)
+    if args.results_given and not args.results.is_dir():
+        raise ConfigError("command line", "--results", f"{str(args.results)!r} does not exist", "a results directory")
     with_results = [p for p in manifests.profiles if any(args.results.glob(f"{p}/*/status.json"))]
-    for profile in args.profiles or with_results or manifests.profiles:
+    if not (args.profiles or with_results):
+        print(
+            f"no runs under {args.results}/ yet: start one (./reproduce.sh table1), or see the committed ones "
+            "with --results results/reference"
+        )
+    for profile in args.profiles or with_results:
         print(f"profile {profile} ({args.results / profile}):")
         print(format_table(status_rows(manifests, profile, args.results, args.overrides)))
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from gropd.report import build
+    from gropd.report import ARTEFACTS, build
 
+    unknown = [name for name in args.names if name not in ARTEFACTS]
+    if unknown:
+        raise ConfigError("command line", "report", f"no report {unknown[0]!r}", f"one of {', '.join(ARTEFACTS)}")
+    _manifests(args.profile)
     for path in build(
         args.names,
         profile=args.profile,
@@ -135,7 +176,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_pin(args: argparse.Namespace) -> int:
     from gropd.config.lock import pin
 
-    lock = pin(load_manifests(EXPERIMENTS), args.profile, EXPERIMENTS / "lock.yaml")
+    lock = pin(load_manifests(EXPERIMENTS), args.profile, EXPERIMENTS / "lock.yaml")  # only this profile's repos
     for repo, entry in {**lock["models"], **lock["datasets"]}.items():
         print(f"{repo}: {entry['full']}")
     return 0
@@ -149,6 +190,13 @@ def cmd_world(args: argparse.Namespace) -> int:
     return 0
 
 
+def _manifests(profile: str) -> Manifests:
+    """The manifests, once `profile` is known to be one of them."""
+    manifests = load_manifests(EXPERIMENTS)
+    manifests.require_profile(profile)
+    return manifests
+
+
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
@@ -159,16 +207,16 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="gropd", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    top.add_argument("--results", type=Path, default=Path("results"), help="the results directory (default results/)")
+    top.add_argument("--results", type=Path, help="the results directory (default results/)")
     sub = top.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--profile", choices=None, default=None, help="paper or tiny (default: paper with CUDA)")
     runs = sub.add_parser("runs", parents=[common], help="expand grids into run files and list runs with their state")
     runs.add_argument("--grid", action="append")
-    runs.add_argument("--seeds", type=int)
+    runs.add_argument("--seeds", type=_positive, help="seeds 0..N-1 instead of the grids' own")
     grid = sub.add_parser("grid", parents=[common], help="run every run of one or more grids")
     grid.add_argument("grids", nargs="+")
-    grid.add_argument("--seeds", type=int, help="seeds 0..N-1 instead of the grid's own")
+    grid.add_argument("--seeds", type=_positive, help="seeds 0..N-1 instead of the grid's own")
     grid.add_argument("--jobs", type=_positive, default=1, help="runs at once, each its own process (default 1)")
     grid.add_argument("--dry-run", action="store_true")
     grid.add_argument("--force", action="store_true")
@@ -179,7 +227,7 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("--profile", dest="profiles", action="append", help="default: profiles with results")
     report = sub.add_parser("report", parents=[common], help="rebuild tables/figures from results/ only")
     report.add_argument("names", nargs="+")
-    pin = sub.add_parser("pin", help="resolve the paper's short revisions into experiments/lock.yaml")
+    pin = sub.add_parser("pin", help="resolve a profile's Hub revisions into experiments/lock.yaml (its entries only)")
     pin.add_argument("--profile", default="paper")
     world = sub.add_parser("world", help="build (or load) the tiny world")
     world.add_argument("--rebuild", action="store_true")
@@ -201,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         parser().error(f"unrecognised arguments: {' '.join(bad)}")
     args.overrides = extra
+    args.results_given, args.results = args.results is not None, args.results or Path("results")
     if getattr(args, "profile", "x") is None:
         args.profile = default_profile()
     handlers = {
@@ -213,8 +262,10 @@ def main(argv: list[str] | None = None) -> int:
         "world": cmd_world,
     }
     try:
+        if args.results.exists() and not args.results.is_dir():
+            raise ConfigError("command line", "--results", f"{str(args.results)!r} is a file", "a results directory")
         return handlers[args.command](args)
-    except (ConfigError, RunFileError, MissingDependencyError, FitError, GPUNotUsableError) as err:
+    except REFUSED as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -3,6 +3,7 @@ at a time, and a failed run leaves the others finished with a non-zero exit stat
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -15,7 +16,7 @@ from tiny_runs import REPO, project, tiny_config
 
 from gropd.config import config_hash, config_yaml
 from gropd.record.run_dir import RunDir
-from gropd.runs.jobs import plan_jobs
+from gropd.runs.jobs import plan_jobs, run_grid_jobs
 from gropd.runs.lifecycle import keep_started_threads, split_threads, with_threads
 
 GROPD, OPD = "pair__I4nothink-I1.7nothink__gropd", "pair__I4nothink-I1.7nothink__opd"
@@ -47,6 +48,19 @@ def finish(root: Path, run_id: str, config) -> None:
     run_dir = RunDir(root / "results" / "tiny" / run_id)
     run_dir.write_config(config_yaml(config))
     run_dir.update_status(run_id=run_id, status="finished", config_hash=config_hash(config))
+
+
+def test_a_grid_whose_runs_are_done_starts_no_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(Each process took seconds to say "already finished": a finished grid of 30 runs took minutes.)"""
+    root = pair_project(tmp_path)
+    configs = [tiny_config(root, run_id, []) for run_id in (GROPD, OPD)]
+    for config in configs:
+        finish(root, config.run_id, config)
+    monkeypatch.setattr("gropd.runs.jobs.subprocess.Popen", lambda *args, **kwargs: pytest.fail("a process started"))
+    out = io.StringIO()
+    settings = {"overrides": [], "force": False, "dry_run": False, "runs_dir": root / "experiments" / "runs" / "tiny"}
+    assert run_grid_jobs(configs, ["finished"] * 2, jobs=2, results_root=root / "results", out=out, **settings) == 0
+    assert f"finished           {GROPD}" in out.getvalue() and f"finished           {OPD}" in out.getvalue()
 
 
 def test_split_threads() -> None:

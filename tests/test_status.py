@@ -81,7 +81,9 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     broken = RunDir(root / "results" / "tiny" / IDS["broken"])
     broken.root.mkdir(parents=True)
     broken.status_path.write_text('{"status": "finis')
-    write_run(root, ORPHAN, {"status": "finished", "config_hash": "x", "wall_s": 5.0}, [metric(1, 0.5, 20.0, 1)])
+    orphan = configs["finished"].model_copy(update={"run_id": ORPHAN, "seed": 7})
+    status = {"status": "finished", "config_hash": config_hash(orphan), "wall_s": 5.0}
+    write_run(root, ORPHAN, status, [metric(1, 0.5, 20.0, 1)], orphan)
     monkeypatch.chdir(root)
     return root
 
@@ -105,7 +107,7 @@ def test_status_prints_every_state(tree: Path, capsys: pytest.CaptureFixture) ->
     assert "0000000000000000" in " ".join(table[IDS["changed"]])
     assert "status.json" in " ".join(table[IDS["broken"]])
     assert table[IDS["new"]] == ["new"]
-    assert table[ORPHAN][:5] == ["finished", "1/?", "0.500", "20.0", "5s"]
+    assert table[ORPHAN][:5] == ["finished", f"1/{steps}", "0.500", "20.0", "5s"]
     # every run of every grid is listed: table1's 10, plus the other grids' runs
     grids = [p.stem for p in (tree / "experiments" / "grids").glob("*.yaml")]
     assert {run_id.split("__")[0] for run_id in table} == set(grids)

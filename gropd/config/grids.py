@@ -119,17 +119,40 @@ def run_file_body(entry: RunEntry) -> str:
     return yaml.safe_dump(dotted_to_nested(entry.values), sort_keys=False)
 
 
+def grid_entry(run_id: str, experiments_dir: Path, run_file: Path) -> RunEntry:
+    """The grid entry named `run_id` (at the seed its id ends with); a ConfigError naming `run_file`, the
+    file it would have, when no grid has it."""
+    grid, tail = run_id.split("__", 1)[0], run_id.rsplit("__", 1)[-1]
+    seed = int(tail[4:]) if tail.startswith("seed") and tail[4:].isdigit() else 0
+    if grid in grid_names(experiments_dir):
+        for entry in expand_grid(load_grid(grid, experiments_dir), [seed]):
+            if entry.run_id == run_id:
+                return entry
+    raise ConfigError(str(run_file), "run_id", f"no run {run_id!r}", "an id listed by `./reproduce.sh runs`")
+
+
+def _digest(body: str) -> str:
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def run_file_state(entry: RunEntry, path: Path) -> str:
+    """What write_run_file does with `path`: "absent" and "outdated" (the grid changed) are written,
+    "unchanged" and "kept edited" (its body no longer matches its header's digest) are kept."""
+    if not path.exists():
+        return "absent"
+    header, _, old_body = path.read_bytes().decode("utf-8", "replace").partition("\n")
+    old_digest = header.rsplit("body-sha256: ", 1)[-1].strip()
+    if _digest(old_body) != old_digest:
+        return "kept edited"
+    return "unchanged" if old_digest == _digest(run_file_body(entry)) else "outdated"
+
+
 def write_run_file(entry: RunEntry, runs_dir: Path) -> tuple[Path, str]:
     """Write runs_dir/<run_id>.yaml; returns (path, "written" | "unchanged" | "kept edited")."""
     path = runs_dir / f"{entry.run_id}.yaml"
+    state = run_file_state(entry, path)
+    if state in ("unchanged", "kept edited"):
+        return path, state
     body = run_file_body(entry)
-    digest = hashlib.sha256(body.encode()).hexdigest()[:16]
-    if path.exists():
-        header, _, old_body = path.read_text().partition("\n")
-        old_digest = header.rsplit("body-sha256: ", 1)[-1].strip()
-        if hashlib.sha256(old_body.encode()).hexdigest()[:16] != old_digest:
-            return path, "kept edited"
-        if old_digest == digest:
-            return path, "unchanged"
-    atomic_write_text(path, HEADER.format(grid=entry.values["grid"], digest=digest) + body)
+    atomic_write_text(path, HEADER.format(grid=entry.values["grid"], digest=_digest(body)) + body)
     return path, "written"

@@ -8,7 +8,8 @@ use their own launchers (experiments/launch/), which --jobs does not pack.
 
 Output: every line a run prints, prefixed by its run id. A failed or collapsed run does not
 stop the others; at the end a summary names each run's outcome, and the exit status is 1
-when any run failed (its process exited non-zero).
+when any run failed (its process exited non-zero). A run already finished or collapsed starts no
+process (a grid whose runs are all done says so in seconds).
 """
 
 from __future__ import annotations
@@ -25,10 +26,8 @@ from typing import TextIO
 
 from gropd.config import RunConfig
 from gropd.config.errors import ConfigError, RunFileError
-from gropd.config.manifests import Manifests
-from gropd.record.run_dir import RunDir
+from gropd.record.run_dir import DONE, RunDir
 from gropd.runs.lifecycle import run_threads, split_threads, usable_cores
-from gropd.runs.pipeline import planned_state
 
 POLL_S = 0.2
 
@@ -154,6 +153,7 @@ def outcome(job: Job, results_root: Path, profile: str) -> str:
 
 def run_grid_jobs(
     configs: list[RunConfig],
+    states: list[str],
     *,
     jobs: int,
     overrides: list[str],
@@ -161,10 +161,10 @@ def run_grid_jobs(
     dry_run: bool,
     results_root: Path,
     runs_dir: Path,
-    manifests: Manifests,
     out: TextIO = sys.stderr,
 ) -> int:
-    """`gropd.cli grid --jobs N`: plan, say what was chosen, run, summarise; 1 when any run failed."""
+    """`gropd.cli grid --jobs N`: plan, say what was chosen, run, summarise; 1 when any run failed.
+    `states`: each run's pipeline.planned_state; a finished or collapsed one starts no process."""
     if os.environ.get("WORLD_SIZE", "1") != "1":
         raise ConfigError(
             "command line",
@@ -195,13 +195,12 @@ def run_grid_jobs(
             "each engine reserves a fixed share of its GPU's memory, so use --jobs <= the GPU count",
             file=out,
         )
-    for config, job in zip(configs, planned, strict=True):
+    for state, job in zip(states, planned, strict=True):
         gpu = f", CUDA_VISIBLE_DEVICES={job.env['CUDA_VISIBLE_DEVICES']}" if "CUDA_VISIBLE_DEVICES" in job.env else ""
-        state = planned_state(config, results_root, manifests, force)
         print(f"  {job.run_id}: {state}, backend.threads={job.threads}{gpu}", file=out)
     if dry_run:
         return 0
-    run_jobs(planned, jobs, out)
+    run_jobs([job for state, job in zip(states, planned, strict=True) if state not in DONE], jobs, out)
     print(f"summary of {len(planned)} runs:", file=out)
     for config, job in zip(configs, planned, strict=True):
         last = f" -- {job.tail[-1]}" if job.returncode and job.tail else ""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gropd.config import Manifests, RunConfig, config_hash, config_yaml, data_hash
-from gropd.config.errors import RunFileError
+from gropd.config.errors import ConfigError, RunFileError
 from gropd.config.layering import read_yaml
 from gropd.model.checkpoints import checkpoint_identity
 from gropd.record.run_dir import DONE, RunDir
@@ -63,6 +63,16 @@ def what_changed(status: dict[str, Any], config: RunConfig, manifests: Manifests
     now = checkpoints_of(config, manifests)
     moved = [f"{role} {recorded.get(role)} -> {now[role]}" for role in now if recorded.get(role) != now[role]]
     return f"started with other models: {'; '.join(moved)}" if moved else None
+
+
+def changed_error(run_dir: RunDir, config: RunConfig, manifests: Manifests) -> ConfigError:
+    """Why a changed run is refused without --force."""
+    return ConfigError(
+        str(run_dir.status_path),
+        "config_hash / checkpoints",
+        f"run {config.run_id} {what_changed(run_dir.read_status() or {}, config, manifests)}",
+        "the same config and models to resume, or --force to start it afresh",
+    )
 
 
 def run_state(config: RunConfig, results_root: Path, manifests: Manifests | None = None) -> tuple[RunDir, str]:

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_yaml, resolve_run
-from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid, write_run_file
+from gropd.config import Manifests, RunConfig, config_hash, config_yaml, resolve_run
+from gropd.config.grids import RunEntry, expand_grid, grid_entry, load_grid, write_run_file
 from gropd.record.run_dir import DONE, RunDir
 from gropd.record.tracking import check_backends, log_evaluation
-from gropd.runs.lifecycle import checkpoints_of, copy_twin, run_state, twin_to_copy, what_changed
+from gropd.runs.lifecycle import changed_error, checkpoints_of, copy_twin, run_state, twin_to_copy
 from gropd.runs.session import Ranks, run_session
 
 
@@ -34,19 +34,7 @@ def materialise(manifests: Manifests, profile: str, entries: list[RunEntry]) -> 
 def find_run_file(manifests: Manifests, profile: str, run_id: str) -> Path:
     """The run's YAML, generated from its grid if it does not exist yet."""
     path = manifests.root / "runs" / profile / f"{run_id}.yaml"
-    if path.exists():
-        return path
-    grid = run_id.split("__", 1)[0]
-    if grid in grid_names(manifests.root):
-        for entry in grid_entries(manifests, [grid], seeds=[_seed_of(run_id)]):
-            if entry.run_id == run_id:
-                return write_run_file(entry, path.parent)[0]
-    raise ConfigError(str(path), "run_id", f"no run {run_id!r}", "an id listed by `./reproduce.sh runs`")
-
-
-def _seed_of(run_id: str) -> int:
-    tail = run_id.rsplit("__", 1)[-1]
-    return int(tail[4:]) if tail.startswith("seed") and tail[4:].isdigit() else 0
+    return path if path.exists() else write_run_file(grid_entry(run_id, manifests.root, path), path.parent)[0]
 
 
 def load_run(manifests: Manifests, profile: str, run_id: str, overrides: list[str] | None = None) -> RunConfig:
@@ -95,12 +83,7 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
         print(f"[{config.run_id}] already {state}; nothing to do (--force redoes it)", file=sys.stderr)
         return run_dir.read_status() or {}
     if state == "changed":
-        raise ConfigError(
-            str(run_dir.status_path),
-            "config_hash / checkpoints",
-            f"run {config.run_id} {what_changed(run_dir.read_status() or {}, config, manifests)}",
-            "the same config and models to resume, or --force to start it afresh",
-        )
+        raise changed_error(run_dir, config, manifests)
     check_backends(config.tracking)
     twin = twin_to_copy(config, state, manifests, results_root, force)
     if twin is not None:

@@ -13,7 +13,8 @@ Nothing is written and no model is loaded, so it can run in another terminal dur
                           config hash, or its models changed (pipeline.what_changed): grid/run
                           would refuse it without --force
                failed     an exception stopped it (status.json's reason)
-               broken     status.json or the run's YAML cannot be read (the reason says why)
+               broken     the run's YAML, or a file of its run directory that `grid` reads (status.json,
+                          config.yaml against its hash, ...: RunDir.check), cannot be read (the reason says why)
     step       last step of metrics.jsonl / train.steps of the recorded config ("-": eval-only run)
     reward, len   the last step's verifier_reward and mean_response_len
     time       running: ETA of the training, the mean of the last 10 steps' time_*_s times the
@@ -27,10 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gropd.config import ConfigError, Manifests, RunConfig, RunFileError, resolve_run
-from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid
+from gropd.config import ConfigError, Manifests, RunConfig, RunFileError
+from gropd.config.grids import grid_names
 from gropd.record.run_dir import DONE, RunDir
-from gropd.runs.lifecycle import run_threads, seen_state, what_changed
+from gropd.runs.lifecycle import seen_state, what_changed
+from gropd.runs.pipeline import grid_entries
+from gropd.runs.plan import planned_run
 from gropd.runs.session import is_alive
 
 ETA_WINDOW = 10
@@ -48,33 +51,12 @@ class StatusRow:
     reason: str = ""
 
 
-def grid_run_files(manifests: Manifests, profile: str) -> list[tuple[RunEntry, Path]]:
-    """Every run of every grid with the path of its run file (which may not exist yet)."""
-    runs_dir = manifests.root / "runs" / profile
-    return [
-        (entry, runs_dir / f"{entry.run_id}.yaml")
-        for name in grid_names(manifests.root)
-        for entry in expand_grid(load_grid(name, manifests.root))
-    ]
-
-
-def current_config(
-    entry: RunEntry, run_file: Path, profile: str, manifests: Manifests, overrides: list[str], results_root: Path
-) -> RunConfig:
-    """The run's config as `grid` would resolve it now, without writing its run file."""
-    if run_file.exists():
-        config = resolve_run(run_file, profile, manifests, overrides)
-    else:
-        config = resolve_run(None, profile, manifests, overrides, entry_values=entry.values)
-    return run_threads(config, overrides, run_file, results_root)
-
-
 def status_rows(manifests: Manifests, profile: str, results_root: Path, overrides: list[str]) -> list[StatusRow]:
     rows, seen = [], set()
-    for entry, run_file in grid_run_files(manifests, profile):
+    for entry in grid_entries(manifests, grid_names(manifests.root)):
         seen.add(entry.run_id)
         try:
-            config = current_config(entry, run_file, profile, manifests, overrides, results_root)
+            config = planned_run(manifests, profile, entry, overrides, results_root)
         except (ConfigError, RunFileError) as err:
             rows.append(StatusRow(entry.run_id, "broken", reason=str(err)))
             continue
@@ -90,17 +72,18 @@ def run_row(run_dir: RunDir, config: RunConfig | None, manifests: Manifests | No
     run_id = run_dir.root.name
     try:
         status = run_dir.read_status()
-        if status is not None and not isinstance(status.get("status"), str):
-            raise ValueError("no 'status' string")
+        changed = (what_changed(status, config, manifests) if config and status else None) or ""
+        if status is not None and not changed:
+            run_dir.check(status)  # the files `grid` would read: a config.yaml off its hash is not "finished"
     except Exception as err:  # any unreadable file is shown, never stops the table
-        return StatusRow(run_id, "broken", reason=f"{run_dir.status_path}: {err}")
+        reason = str(err) if isinstance(err, RunFileError) else f"{run_dir.status_path}: {err}"
+        return StatusRow(run_id, "broken", reason=reason)
     if status is None:
         return StatusRow(run_id, "new")
     metrics = _metrics(run_dir)
     steps = _recorded_steps(run_dir, config)
     kind = status.get("kind", "train")
     last = metrics[-1] if metrics else {}
-    changed = (what_changed(status, config, manifests) if config is not None else None) or ""
     state = seen_state(status, bool(changed), alive=is_alive(status))
     return StatusRow(
         run_id,

@@ -1,0 +1,42 @@
+"""What a command would run, resolved and checked before anything is written.
+
+A run resolves from its run file where one is kept (experiments/runs/<profile>/<run_id>.yaml, as
+written or edited), else from its grid entry: exactly what `grid` runs once it has written the run
+files (gropd/config/grids.py: write_run_file). So `runs`, `grid`, `run` and `status` check every
+input (profile, grids, run files, overrides, results/) before their first byte, and `status` shows
+what `grid` would do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gropd.config import Manifests, RunConfig, resolve_run
+from gropd.config.grids import RunEntry, grid_entry, run_file_state
+from gropd.runs.lifecycle import run_threads
+
+
+def run_file_path(manifests: Manifests, profile: str, run_id: str) -> Path:
+    return manifests.root / "runs" / profile / f"{run_id}.yaml"
+
+
+def planned_run(
+    manifests: Manifests, profile: str, entry: RunEntry, overrides: list[str], results_root: Path
+) -> RunConfig:
+    """A grid run's config as `grid` will run it (with its thread count: gropd/runs/lifecycle.py)."""
+    run_file = run_file_path(manifests, profile, entry.run_id)
+    if run_file_state(entry, run_file) in ("unchanged", "kept edited"):
+        return run_threads(resolve_run(run_file, profile, manifests, overrides), overrides, run_file, results_root)
+    config = resolve_run(None, profile, manifests, overrides, entry_values=entry.values)
+    return run_threads(config, overrides, None, results_root)
+
+
+def planned_run_id(
+    manifests: Manifests, profile: str, run_id: str, overrides: list[str], results_root: Path
+) -> RunConfig:
+    """`run RUN_ID`'s config: its run file when it exists (any run file, a grid's or the user's own), else
+    its grid entry (ConfigError when no grid has it)."""
+    run_file = run_file_path(manifests, profile, run_id)
+    if run_file.exists():
+        return run_threads(resolve_run(run_file, profile, manifests, overrides), overrides, run_file, results_root)
+    return planned_run(manifests, profile, grid_entry(run_id, manifests.root, run_file), overrides, results_root)
