@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GR-OPD reproduction: the paper's procedure, top to bottom.
 #
-#   ./reproduce.sh TARGET [--profile tiny|paper] [--seeds N] [--jobs N] [--full] [--dry-run] [--from-results]
-#                         [--results DIR] [--force] [--fast] [key.path=value ...]
+#   ./reproduce.sh TARGET [--profile paper|tiny|rehearsal] [--seeds N] [--jobs N] [--full] [--dry-run]
+#                         [--from-results] [--results DIR] [--force] [key.path=value ...]
+#   ./reproduce.sh test [--fast] [pytest arguments ...]
 #
 # Targets
 #   table1   train + evaluate the 5 pairings x {GR-OPD, vanilla OPD}, then write Table 1
@@ -14,22 +15,33 @@
 #   tables   Tables 3–6 (3–5 straight from the manifests, 6 after its evaluations)
 #   claims   the paper's claims with this profile's evidence and verdicts (reports only: runs nothing)
 #   all      every run and every artefact
-#   runs     list every run of every grid with its state (finished, resumable, new, …)
+#   runs     list every run of every grid with its state (finished, resumable, new, …) and write its
+#            editable run file experiments/runs/<profile>/<run_id>.yaml (an edited one is kept)
 #   status   one table of every run: state, step, reward, length, ETA or wall time (from results/;
-#            works from another terminal while a grid runs; all profiles with results unless --profile)
-#   pin      resolve the paper's short revisions into experiments/lock.yaml (needs the Hub)
+#            works from another terminal while a grid runs; the profiles with results unless --profile)
+#   pin      resolve a profile's Hub revisions into experiments/lock.yaml, its entries only (default paper;
+#            needs the Hub, or HF_HUB_OFFLINE=1 and the local Hub cache)
 #   world    build the tiny world (tokenizer, arithmetic suites, SFT teachers and students)
 #   rehearse the paper profile's code path on this CPU (bf16 over float32 masters, 2 processes with FSDP2,
 #            a teacher server, evaluation on rank 0, a kill and a resume) and its checks: minutes
-#   test     run the test suite (what CI runs); --fast skips the tests marked slow (those that train or
-#            build tiny models): minutes
+#   test     run the test suite (what CI runs): minutes
 #
-# Without --profile: paper when CUDA is present, tiny otherwise (it says which and why).
-# --from-results rebuilds artefacts from results/ without running anything; --results DIR reads and writes
-#   runs under DIR instead of results/ (results/reference/ holds the committed tiny runs behind the README).
-# --full (tiny profile) evaluates every question (1,000 per suite) instead of the first 200.
-# --jobs N runs up to N runs of the grids at once, each its own process, backend.threads = cores / N
-#   (tiny profile: one run per core by default; its runs use one thread, so the results are the same).
+# Flags (each refused where it does not apply; every input is checked before anything is written)
+#   --profile P      paper, tiny or rehearsal; without it: paper when CUDA is present, tiny otherwise (it
+#                    says which and why)
+#   --seeds N        seeds 0..N-1 instead of each grid's own (N >= 1)
+#   --jobs N         up to N runs of the grids at once, each its own process, backend.threads = cores / N
+#                    (tiny profile: one run per core by default; its runs use one thread: same results)
+#   --full           (tiny) evaluate every question (1,000 per suite) instead of the first 200
+#   --dry-run        list the runs, their states and what would be refused; run and write nothing
+#   --from-results   rebuild the target's artefacts from results/ without running anything
+#   --results DIR    read and write runs under DIR instead of results/ (results/reference/ holds the
+#                    committed tiny runs behind the README: --from-results --results results/reference)
+#   --force          start changed or broken runs afresh (their results are deleted first)
+#   --fast           (test) skip the tests marked slow (those that train or build tiny models)
+#   key.path=value   override any run setting, e.g. gropd.lam=0.5 train.steps=60
+#   -h, --help       this text
+#
 # Curves: tensorboard --logdir results/   (every run writes results/<profile>/<run_id>/tracking/)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -63,34 +75,72 @@ case "$target" in
   table1|table2|fig1|fig3|fig4|table6|tables|claims|all|runs|status|pin|world|rehearse|test) ;;
   *) echo "unknown target '$target'" >&2; usage >&2; exit 2;;
 esac
-profile=""; seeds=""; jobs=""; dry=""; from_results=""; force=""; results=""; fast=""; passthrough=()
-while [ $# -gt 0 ]; do
+
+# --- 1. the command line, checked before anything runs or is written ----------------------
+die() { echo "reproduce.sh: $*" >&2; exit 2; }
+expects() {  # what a flag's value is
   case "$1" in
-    --profile) profile=$2; shift 2;;
-    --profile=*) profile=${1#*=}; shift;;
-    --seeds) seeds=$2; shift 2;;
-    --jobs) jobs=$2; shift 2;;
-    --jobs=*) jobs=${1#*=}; shift;;
-    --full) passthrough+=("eval.questions=null"); shift;;
-    --dry-run) dry=--dry-run; shift;;
-    --from-results) from_results=1; shift;;
-    --results) results=$2; shift 2;;
-    --results=*) results=${1#*=}; shift;;
-    --force) force=--force; shift;;
-    --fast) fast=1; shift;;
-    -h|--help) usage; exit 0;;
-    *) passthrough+=("$1"); shift;;
+    --profile) echo "one of $(ls experiments/profiles | sed -n 's/\.yaml$//p' | paste -sd ' ')";;
+    --seeds|--jobs) echo "an integer N >= 1";;
+    --results) echo "a results directory, e.g. results/reference";;
   esac
+}
+profile=""; seeds=""; jobs=""; dry=""; from_results=""; force=""; results=""; fast=""; passthrough=(); given=()
+while [ $# -gt 0 ]; do
+  if [ "$target" = test ] && [[ "$1" != --fast && "$1" != -h && "$1" != --help ]]; then
+    passthrough+=("$1"); shift; continue  # pytest's own arguments
+  fi
+  if [[ "$1" =~ ^--(profile|seeds|jobs|results)$ ]]; then  # its value: the next argument, unless a flag
+    [[ $# -ge 2 && -n "$2" && ( "$2" != -* || "$2" =~ ^-[0-9] ) ]] || die "$1 needs a value ($(expects "$1"))"
+    set -- "$1=$2" "${@:3}"
+  fi
+  flag=${1%%=*}
+  case "$1" in
+    --profile=*|--seeds=*|--jobs=*|--results=*)
+      value=${1#*=}
+      [ -n "$value" ] || die "$flag needs a value ($(expects "$flag"))"
+      [[ "$flag" != --seeds && "$flag" != --jobs ]] || [[ "$value" =~ ^[1-9][0-9]*$ ]] ||
+        die "$flag $value is not a positive integer (expected $(expects "$flag"))"
+      case "$flag" in --profile) profile=$value;; --seeds) seeds=$value;; --jobs) jobs=$value;; --results) results=$value;; esac;;
+    --full) passthrough+=("eval.questions=null");;
+    --dry-run) dry=--dry-run;;
+    --from-results) from_results=1;;
+    --force) force=--force;;
+    --fast) fast=1;;
+    -h|--help) usage; exit 0;;
+    -*) die "unknown flag '$1' (flags: --profile --seeds --jobs --full --dry-run --from-results --results --force --fast; see --help)";;
+    [A-Za-z_]*=*) passthrough+=("$1"); flag=key.path=value;;
+    *) die "unexpected argument '$1' (one target at a time; a setting is key.path=value, e.g. gropd.lam=0.5)";;
+  esac
+  [[ "$flag" == key.path=value || " ${given[*]} " != *" $flag "* ]] || die "$flag given twice"
+  given+=("$flag"); shift
+done
+case "$target" in  # the flags each target takes
+  table1|table2|fig1|fig3|fig4|table6|tables|all)
+    takes="--profile --seeds --jobs --full --dry-run --from-results --results --force key.path=value";;
+  claims) takes="--profile --from-results --results";;
+  runs) takes="--profile --seeds --results key.path=value";;
+  status) takes="--profile --results key.path=value";;
+  pin) takes="--profile";;
+  test) takes="--fast";;
+  *) takes="";;
+esac
+for flag in "${given[@]}"; do
+  [[ " $takes " == *" $flag "* ]] || die "$flag does not apply to '$target' (it takes: ${takes:-no flags})"
+  if [ -n "$from_results" ] && [[ " --seeds --jobs --full --dry-run --force key.path=value " == *" $flag "* ]]; then
+    die "$flag does not apply with --from-results, which runs nothing (it rebuilds the artefacts from results/)"
+  fi
 done
 
 ensure_venv
 export PYTHONUNBUFFERED=1
 py() { .venv/bin/python "$@"; }
-if [ -z "$profile" ] && [[ "$target" != test && "$target" != pin && "$target" != status && "$target" != rehearse ]]; then
+runs_grids=""; case "$target" in table1|table2|fig1|fig3|fig4|table6|tables|all) [ -n "$from_results" ] || runs_grids=1;; esac
+if [ -z "$profile" ] && [[ -n "$runs_grids" || "$target" == claims || "$target" == runs || -n "$from_results" ]]; then
   profile=$(py -m gropd.model.hardware) || exit 2   # paper with CUDA, tiny without a GPU; stops on a GPU node torch cannot use
 fi
 gropd() { py -m gropd.cli ${results:+--results "$results"} "$@"; }
-if [ -z "$jobs" ] && [ "$profile" = tiny ]; then  # one run per core: the tiny profile's runs use one thread each
+if [ -n "$runs_grids" ] && [ -z "$jobs" ] && [ "$profile" = tiny ]; then  # one run per core: tiny runs use one thread each
   jobs=$(py -c "from gropd.runs.lifecycle import usable_cores; print(usable_cores())")
   echo "tiny profile: --jobs $jobs (one run per core, results as one at a time; --jobs 1 to run them in turn)" >&2
 fi
@@ -114,7 +164,7 @@ case "$target" in
   claims) report claims;;
   all)    run_grids table6 table1 lambda gamma fig1
           report table1 table2 fig1 fig3 fig4 table3 table4 table5 table6 claims;;
-  runs)   gropd runs --profile "$profile" ${seeds:+--seeds "$seeds"};;
+  runs)   gropd runs --profile "$profile" ${seeds:+--seeds "$seeds"} "${passthrough[@]}";;
   status) gropd status ${profile:+--profile "$profile"} "${passthrough[@]}";;
   pin)    gropd pin --profile "${profile:-paper}";;
   world)  gropd world;;
