@@ -61,13 +61,15 @@ def test_the_kl_is_zero_against_itself_and_positive_otherwise() -> None:
 
 
 @pytest.mark.slow
-def test_a_fullkl_micro_batch_loss_is_the_token_mean_kl_of_the_full_logits(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("share", [True, False])
+def test_a_fullkl_micro_batch_loss_is_the_token_mean_kl_of_the_full_logits(tmp_path: Path, monkeypatch, share) -> None:
     """On the tiny world (I4think→B1.7: the teacher renders the prompt its own way), the fullkl loss of a
-    micro-batch and its gradient equal the token-mean KL of the two models' full logits, computed row by row."""
+    micro-batch and its gradient equal the token-mean KL of the two models' full logits, computed row by row,
+    whether a group's prompt is forwarded once (shared) or with each response (packed)."""
     run_id = "table1__I4think-B1.7__opd"
     root = project(tmp_path)
     monkeypatch.chdir(root)
-    config = tiny_config(root, run_id, ["method=fullkl", "train.steps=1"])
+    config = tiny_config(root, run_id, ["method=fullkl", "train.steps=1", f"backend.share_prompt_forward={share}"])
     manifests = load_manifests(root / "experiments")
     run_dir = RunDir(root / "results" / "tiny" / run_id)
     open_run_dir(config, manifests, run_dir)
