@@ -32,7 +32,7 @@
 #   --seeds N        seeds 0..N-1 instead of each grid's own (N >= 1)
 #   --jobs N         up to N runs of the grids at once, each its own process, backend.threads = cores / N
 #                    (tiny profile: one run per core by default; its runs use one thread: same results)
-#   --full           (tiny) evaluate every question (1,000 per suite) instead of the first 200
+#   --full           (tiny) evaluate every question of the clean split (500 per suite: 500-999) instead of 300
 #   --dry-run        list the runs, their states and what would be refused; run and write nothing
 #   --from-results   rebuild the target's artefacts from results/ without running anything
 #   --results DIR    read and write runs under DIR instead of results/ (results/reference/ holds the

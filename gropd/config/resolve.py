@@ -115,7 +115,8 @@ def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] |
 
 
 def check_against_manifests(config: RunConfig, manifests: Manifests, where: Callable[[str], str]) -> None:
-    """Cross-file checks: the pairing, model, mode and suites exist (`where(key)`: the file that set it)."""
+    """Cross-file checks: the pairing, model, mode and suites exist; fullkl has a transformers teacher
+    (`where(key)`: the file that set it)."""
     profile_models = manifests.models.get(config.profile, {})
     profile_suites = manifests.suites.get(config.profile, {})
     if config.kind in ("train", "score"):
@@ -130,6 +131,14 @@ def check_against_manifests(config: RunConfig, manifests: Manifests, where: Call
                 "pairing",
                 f"{config.pairing!r} does not exist",
                 f"one of {', '.join(manifests.pairings)}",
+            )
+        if config.method == "fullkl" and config.backend.teacher != "hf":
+            raise ConfigError(
+                where("backend.teacher"),
+                "backend.teacher",
+                f"{config.backend.teacher!r} with method fullkl",
+                "hf: the exact KL needs the teacher's whole distribution at every response position; vLLM returns "
+                "only top-k log-probs, and a top-k approximation is not implemented (not shown to be right)",
             )
     else:
         if config.model not in profile_models:
