@@ -1,9 +1,10 @@
-"""The typed, frozen form of experiments/report.yaml: how reports render results (no results in it,
-except the paper's published numbers, kept apart under `paper_reference`)."""
+"""The typed, frozen form of experiments/report.yaml: how reports render results, the claims page's claims
+(title, the paper's sentence, the rule that judges it) and the paper's published numbers (`paper_reference`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, ValidationError
 
@@ -12,32 +13,11 @@ from gropd.config.layering import read_yaml
 from gropd.config.schema import Strict
 
 
-class Table1Settings(Strict):
-    decimals: int = Field(ge=0, default=2)
-
-
-class Table2Settings(Strict):
-    decimals: int = Field(ge=0, default=2)
-
-
-class Table6Settings(Strict):
-    macro_decimals: int = Field(ge=0, default=3)
-    token_decimals: int = Field(ge=0, default=1)
-
-
-class Fig1Settings(Strict):
-    horizon_points: int = Field(ge=2, default=40)
-    window: int = Field(ge=1, default=10)
-
-
-class Fig3Settings(Strict):
-    metric: str = "verifier_reward"
-    window: int = Field(ge=1, default=10)
-
-
-class Fig4Settings(Strict):
-    pairing: str = "I32nothink-I1.7nothink"
-    window: int = Field(ge=1, default=10)
+class CurveSettings(Strict):
+    window: int = Field(ge=1, default=10)  # moving-average window of the bold lines (steps)
+    horizon_points: int = Field(ge=2, default=40)  # Figure 1(b): horizons drawn, even in H^(1/3)
+    metric: str = "verifier_reward"  # Figure 3's y axis: a key of metrics.jsonl
+    pairing: str = "I32nothink-I1.7nothink"  # Figure 4's pairing
 
 
 class StyleSettings(Strict):
@@ -45,6 +25,16 @@ class StyleSettings(Strict):
     lambda_cmap: str = "YlOrRd"
     gamma_one_linestyle: str = "--"
     raw_colour: str = "tab:blue"
+    raw_linestyle: str = "-."
+
+
+class ClaimSettings(Strict):
+    key: str
+    title: str
+    paper: str  # the paper's sentence
+    rule: str  # a rule of gropd/report/claims.py (RULES)
+    grids: list[str]
+    pairings: Literal["all", "matched", "cross", "matched-nothink"] = "all"
 
 
 class Table2Reference(Strict):
@@ -65,17 +55,16 @@ class Table6Reference(Strict):
 class PaperReference(Strict):
     table2: list[Table2Reference] = []
     table6: list[Table6Reference] = []
-    matched_gains: list[float] = []  # GR-OPD − vanilla OPD macro points in the two matched non-thinking pairings
 
 
 class ReportSettings(Strict):
-    table1: Table1Settings = Table1Settings()
-    table2: Table2Settings = Table2Settings()
-    table6: Table6Settings = Table6Settings()
-    fig1: Fig1Settings = Fig1Settings()
-    fig3: Fig3Settings = Fig3Settings()
-    fig4: Fig4Settings = Fig4Settings()
+    decimals: int = Field(ge=0, default=2)
+    fig1: CurveSettings = CurveSettings()
+    fig3: CurveSettings = CurveSettings()
+    fig4: CurveSettings = CurveSettings()
     style: StyleSettings = StyleSettings()
+    rules: dict[str, str] = {}  # each rule's wording, {threshold} names from gropd/report/verdicts.py
+    claims: list[ClaimSettings] = []
     paper_reference: PaperReference = PaperReference()
 
 
@@ -86,5 +75,4 @@ def load_settings(path: Path) -> ReportSettings:
         return ReportSettings.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
-        key = ".".join(str(part) for part in first["loc"])
-        raise ConfigError(str(path), key, first["msg"]) from None
+        raise ConfigError(str(path), ".".join(str(part) for part in first["loc"]), first["msg"]) from None
