@@ -292,7 +292,7 @@ def test_a_claim_is_added_by_report_yaml_alone(beats_world):
     naming report.yaml and the key."""
     path = beats_world / "experiments" / "report.yaml"
     report = yaml.safe_load(path.read_text())
-    extra = {"key": "7", "title": "Cross-pattern pairings only", "paper": "Ours.", "rule": "gropd_beats_opd"}
+    extra = {"key": "7", "title": "Cross-pattern pairings only", "paper": "Ours.", "rule": "beats"}
     report["claims"].append({**extra, "grids": ["table1"], "pairings": "cross"})
     dump(path, report)
     page = claims(evidence(beats_world)).files["claims.md"]
@@ -301,8 +301,8 @@ def test_a_claim_is_added_by_report_yaml_alone(beats_world):
     dump(path, report)
     with pytest.raises(ConfigError, match=r"report.yaml: claims\[7\].rule: 'no_such_rule'"):
         claims(evidence(beats_world))
-    report["claims"][-1]["rule"] = "gropd_beats_opd"
-    report["rules"]["gropd_beats_opd"] = "Beats by {a_threshold_that_does_not_exist}."
+    report["claims"][-1]["rule"] = "beats"
+    report["rules"]["beats"] = "Beats by {a_threshold_that_does_not_exist}."
     dump(path, report)
     with pytest.raises(ConfigError, match="a_threshold_that_does_not_exist"):
         claims(evidence(beats_world))

@@ -8,11 +8,13 @@ a rule function `(evidence, claim) -> Section` reads the settings of the claim's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 from itertools import product
+from typing import Any
 
 from gropd.config import ConfigError
 from gropd.report import verdicts
-from gropd.report.evidence import Evidence, Run, Setting, num
+from gropd.report.evidence import METHODS, Evidence, Run, Setting, num
 from gropd.report.formats import Cell, missing_block, pipe_table
 from gropd.report.publish import Artefact
 from gropd.report.settings import ClaimSettings
@@ -48,11 +50,8 @@ def lacking(ev: Evidence, claim: ClaimSettings, settings: list[Setting]) -> list
         home = next(run for grid in claim.grids for run in s.runs if run.grid == grid)
         command = f"python -m gropd.cli grid {home.grid} --seeds {PREFERRED_SEEDS} --profile {ev.profile}"
         ids, held = ev.seed_ids(home, PREFERRED_SEEDS), s.seeds()
-        lines += [
-            f"`{id_}`: not run; a not-tested verdict needs it (`{command}`)"
-            for i, id_ in enumerate(ids)
-            if i not in held
-        ]
+        absent = [run_id for seed, run_id in enumerate(ids) if seed not in held]
+        lines += [f"`{run_id}`: not run; a not-tested verdict needs it (`{command}`)" for run_id in absent]
     return lines
 
 
@@ -96,21 +95,39 @@ def distillation_rule(ev: Evidence, claim: ClaimSettings) -> Section:
     return Section([(intro, header, rows)], cells, runs, lines)
 
 
+def describe(selector: dict[str, Any]) -> str:
+    """'GR-OPD', 'vanilla OPD (feedback.zero_format_tokens=True)': a `compare` entry in words."""
+    extra = ", ".join(f"{key}={value}" for key, value in selector.items() if key != "method")
+    return METHODS.get(selector.get("method"), "any method") + (f" ({extra})" if extra else "")
+
+
+def chosen(ev: Evidence, claim: ClaimSettings) -> list[tuple[Setting, Setting]]:
+    """Per pairing, the (first, second) settings the claim's `compare` entries select by their config values."""
+
+    def has(s: Setting, selector: dict[str, Any]) -> bool:
+        return all(reduce(lambda d, k: (d or {}).get(k), key.split("."), s.config) == v for key, v in selector.items())
+
+    first, second = ([s for s in trained(ev, claim) if has(s, selector)] for selector in claim.compare)
+    return [(a, b) for a in first for b in second if a.pairing == b.pairing]
+
+
 def beats_rule(ev: Evidence, claim: ClaimSettings) -> Section:
-    """Per pairing: GR-OPD against vanilla OPD in Macro, paired over seeds."""
-    rows, cells, lines, runs, names = [], {}, [], [], ("GR-OPD", "vanilla OPD")
-    opd = {s.pairing: s for s in trained(ev, claim, "opd")}
-    for s in (s for s in trained(ev, claim, "gropd") if s.pairing in opd):
-        (a, a_collapsed, miss_a), (b, b_collapsed, miss_b) = macros(ev, s), macros(ev, opd[s.pairing])
-        verdict = cells[ev.title(s.pairing)] = verdicts.beats(a, a_collapsed, b, b_collapsed, names)
+    """Per pairing: the first setting against the second in Macro, paired over seeds."""
+    rows, cells, lines, runs, names = [], {}, [], [], tuple(map(describe, claim.compare))
+    for first, second in chosen(ev, claim):
+        (a, a_collapsed, miss_a), (b, b_collapsed, miss_b) = macros(ev, first), macros(ev, second)
+        verdict = cells[ev.title(first.pairing)] = verdicts.beats(a, a_collapsed, b, b_collapsed, names)
         interval = paired(a, b)
         shown = ["—", "—"] if interval is None else [interval.text(), comparison(interval, names)]
-        rows.append([ev.title(s.pairing), s.label, text(a, a_collapsed), text(b, b_collapsed), *shown, verdict.outcome])
-        lines += miss_a + miss_b + (lacking(ev, claim, [s, opd[s.pairing]]) if verdict.outcome == NOT_TESTED else [])
-        runs += s.runs + opd[s.pairing].runs
-    header = ["pairing", "GR-OPD setting", "GR-OPD", "vanilla OPD", "paired GR-OPD − OPD [95% t]", "comparison"]
+        compared = f"{first.label} vs {second.label}"
+        rows.append(
+            [ev.title(first.pairing), compared, text(a, a_collapsed), text(b, b_collapsed), *shown, verdict.outcome]
+        )
+        lines += miss_a + miss_b + (lacking(ev, claim, [first, second]) if verdict.outcome == NOT_TESTED else [])
+        runs += first.runs + second.runs
+    header = ["pairing", "settings", *names, f"paired {names[0]} − {names[1]} [95% t]", "comparison", "verdict"]
     intro = f"Macro Avg@K (%) from grid {', '.join(claim.grids)}, paired by seed (same prompts, same evaluation draws)."
-    return Section([(intro, [*header, "verdict"], rows)], cells, runs, lines)
+    return Section([(intro, header, rows)], cells, runs, lines)
 
 
 def arrow(pair: tuple[float, float] | None, decimals: int) -> str:
@@ -147,13 +164,13 @@ def contrast_section(
     return Section([(intro, header, rows)], cells, runs, lines)
 
 
-def opd_unstable_rule(ev: Evidence, claim: ClaimSettings) -> Section:
-    """Per pairing: vanilla OPD unstable, GR-OPD stable."""
-    gropd = trained(ev, claim, "gropd")
-    groups = [
-        (ev.title(o.pairing), [o], [g for g in gropd if g.pairing == o.pairing]) for o in trained(ev, claim, "opd")
-    ]
-    return contrast_section(ev, claim, [group for group in groups if group[2]])
+def unstable_rule(ev: Evidence, claim: ClaimSettings) -> Section:
+    """Per pairing: the first setting unstable, the second stable."""
+    pairs, groups = chosen(ev, claim), []
+    for pairing in dict.fromkeys(first.pairing for first, _ in pairs):
+        bad, good = ([*{id(pair[i]): pair[i] for pair in pairs if pair[i].pairing == pairing}.values()] for i in (0, 1))
+        groups.append((ev.title(pairing), bad, good))
+    return contrast_section(ev, claim, groups)
 
 
 def knob_rule(ev: Evidence, claim: ClaimSettings, knob: str, other: str, is_bad) -> Section:
@@ -196,19 +213,20 @@ def pressure_rule(ev: Evidence, claim: ClaimSettings) -> Section:
 
 RULE_FUNCTIONS = {
     "distillation": distillation_rule,
-    "gropd_beats_opd": beats_rule,
-    "opd_unstable_gropd_stable": opd_unstable_rule,
+    "beats": beats_rule,
+    "unstable_vs_stable": unstable_rule,
     "large_lambda_unstable": lambda ev, c: knob_rule(ev, c, "lam", "gamma", lambda lam: lam >= verdicts.LARGE_LAMBDA),
     "gamma_one_unstable": lambda ev, c: knob_rule(ev, c, "gamma", "lam", lambda gamma: gamma >= 1.0),
     "cross_pressure_above_matched": pressure_rule,
 }
 
 
-def wording(ev: Evidence, name: str, key: str) -> str:
-    """The wording of rule `name` (report.yaml `rules`), its {thresholds} filled in."""
+def wording(ev: Evidence, name: str, key: str, compare: list[dict[str, Any]] = ()) -> str:
+    """The wording of rule `name` (report.yaml `rules`), its {thresholds}, {first} and {second} filled in."""
     try:
         unstable = ev.report.rules.get("unstable", "").format(**verdicts.THRESHOLDS)
-        return ev.report.rules[name].format(**verdicts.THRESHOLDS, unstable=unstable)
+        first, second = (*map(describe, compare), "", "")[:2]
+        return ev.report.rules[name].format(**verdicts.THRESHOLDS, unstable=unstable, first=first, second=second)
     except KeyError as err:
         problem = f"no wording for rule {name!r} in `rules`, or it names {err}, not a threshold"
         raise ConfigError(
@@ -223,7 +241,7 @@ def claims(ev: Evidence) -> Artefact:
         if claim.rule not in RULE_FUNCTIONS:
             where = str(ev.experiments_dir / "report.yaml")
             raise ConfigError(where, f"claims[{index}].rule", repr(claim.rule), f"one of {', '.join(RULE_FUNCTIONS)}")
-        rule = wording(ev, claim.rule, f"claims[{index}].rule")
+        rule = wording(ev, claim.rule, f"claims[{index}].rule", claim.compare)
         parts.append((claim, rule, RULE_FUNCTIONS[claim.rule](ev, claim)))
     outcomes = [verdicts.combine(section.cells) for _, _, section in parts]
     lines = [f"# The paper's claims on the {ev.profile} profile", ""]

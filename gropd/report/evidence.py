@@ -22,13 +22,8 @@ from gropd.report.settings import ReportSettings
 from gropd.runs.lifecycle import settings_hash
 from gropd.runs.status import current_config
 
-METHODS = {
-    "gropd": "GR-OPD",
-    "opd": "vanilla OPD",
-    "raw": "raw score",
-    "fullkl": "full-vocabulary KL, beyond the paper",
-}
-METHODS["constant"] = "constant advantage, beyond the paper"
+METHODS = {"gropd": "GR-OPD", "opd": "vanilla OPD", "raw": "raw score"}  # the beyond-the-paper methods say so
+METHODS |= {"fullkl": "full-vocabulary KL, beyond the paper", "constant": "constant advantage, beyond the paper"}
 SHOWN = set("kind grid pairing method model mode seed run_id gropd.lam gropd.gamma constant.c".split())  # not in labels
 TREND_FRACTION = 0.1  # trends compare the mean over the first and the last 10% of a run's logged steps
 RANK = {"finished": 5, "collapsed": 4, "trained": 3, "running": 2, "failed": 1, "not run": 0}

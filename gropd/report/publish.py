@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from eval.files import atomic_write_text, atomic_write_with
+from eval.files import atomic_write_with
 from gropd.config.errors import ConfigError
 from gropd.record.run_dir import DONE
 from gropd.report.evidence import Evidence, Run
@@ -52,9 +52,7 @@ def require_results(ev: Evidence, artefact: Artefact) -> None:
 def provenance(ev: Evidence, artefact: Artefact) -> str:
     """The sidecar's JSON text."""
 
-    def digest(path: Path) -> str | None:
-        return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else None
-
+    paths = [ev.experiments_dir / name for name in artefact.manifests]
     runs = {run.run_id: run for run in artefact.runs}.values()
     record = {
         "artefact": artefact.name,
@@ -62,7 +60,7 @@ def provenance(ev: Evidence, artefact: Artefact) -> str:
         "built": datetime.now(UTC).isoformat(timespec="seconds"),
         "results_root": str(ev.results_root),
         "runs": [{"run_id": r.run_id, "state": r.state} | {k: (r.status or {}).get(k) for k in RECORDED} for r in runs],
-        "manifests": {str(ev.experiments_dir / m): digest(ev.experiments_dir / m) for m in artefact.manifests},
+        "manifests": {str(p): hashlib.sha256(p.read_bytes()).hexdigest()[:16] if p.exists() else None for p in paths},
         "settings": ev.report.model_dump(mode="json", exclude={"paper_reference", "claims", "rules"}),
         "outputs": list(artefact.files),
         "missing": artefact.missing,
@@ -77,8 +75,6 @@ def publish(ev: Evidence, artefacts: list[Artefact], out_dir: Path) -> list[Path
     files = {name: data for a in artefacts for name, data in a.files.items()}
     files |= {f"{a.name}.provenance.json": provenance(ev, a) for a in artefacts}
     for name, data in files.items():
-        if isinstance(data, bytes):
-            atomic_write_with(out_dir / name, lambda tmp, data=data: Path(tmp).write_bytes(data))
-        else:
-            atomic_write_text(out_dir / name, data)
+        raw = data if isinstance(data, bytes) else data.encode()
+        atomic_write_with(out_dir / name, lambda tmp, raw=raw: Path(tmp).write_bytes(raw))
     return [out_dir / name for name in files]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
@@ -13,11 +13,19 @@ from gropd.config.layering import read_yaml
 from gropd.config.schema import Strict
 
 
-class CurveSettings(Strict):
-    window: int = Field(ge=1, default=10)  # moving-average window of the bold lines (steps)
-    horizon_points: int = Field(ge=2, default=40)  # Figure 1(b): horizons drawn, even in H^(1/3)
-    metric: str = "verifier_reward"  # Figure 3's y axis: a key of metrics.jsonl
-    pairing: str = "I32nothink-I1.7nothink"  # Figure 4's pairing
+class Fig1Settings(Strict):
+    horizon_points: int = Field(ge=2, default=40)  # (b): J_H drawn at this many horizons, even in H^(1/3)
+    window: int = Field(ge=1, default=10)  # (c, d): the bold lines' trailing moving average (steps)
+
+
+class Fig3Settings(Strict):
+    metric: str = "verifier_reward"  # the y axis: a key of metrics.jsonl
+    window: int = Field(ge=1, default=10)
+
+
+class Fig4Settings(Strict):
+    pairing: str = "I32nothink-I1.7nothink"
+    window: int = Field(ge=1, default=10)  # centred moving average
 
 
 class StyleSettings(Strict):
@@ -35,6 +43,7 @@ class ClaimSettings(Strict):
     rule: str  # a rule of gropd/report/claims.py (RULES)
     grids: list[str]
     pairings: Literal["all", "matched", "cross", "matched-nothink"] = "all"
+    compare: list[dict[str, Any]] = [{"method": "gropd"}, {"method": "opd"}]  # first, second: config values (dotted)
 
 
 class Table2Reference(Strict):
@@ -59,9 +68,9 @@ class PaperReference(Strict):
 
 class ReportSettings(Strict):
     decimals: int = Field(ge=0, default=2)
-    fig1: CurveSettings = CurveSettings()
-    fig3: CurveSettings = CurveSettings()
-    fig4: CurveSettings = CurveSettings()
+    fig1: Fig1Settings = Fig1Settings()
+    fig3: Fig3Settings = Fig3Settings()
+    fig4: Fig4Settings = Fig4Settings()
     style: StyleSettings = StyleSettings()
     rules: dict[str, str] = {}  # each rule's wording, {threshold} names from gropd/report/verdicts.py
     claims: list[ClaimSettings] = []
