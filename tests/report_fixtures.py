@@ -33,7 +33,6 @@ PAPER_SUITES = {  # key: (title, K, paper questions), docs/DESIGN.md §2 (Table 
     "minerva": ("Minerva Math", 8, 272),
     "olympiadbench": ("OlympiadBench", 8, 170),
 }
-NOT_IN_SCHEMA_YET = ("fullkl", "constant")  # issue 25's methods: resolved as opd, then named (see write_run)
 
 
 def dump(path: Path, data: Any) -> None:
@@ -113,14 +112,11 @@ def merged(base: dict, extra: dict) -> dict:
 
 
 def resolved(exp: Path, profile: str, run_id: str) -> dict[str, Any]:
-    """The config the run's grid entry resolves to (a method not yet in the schema: resolved as opd, then named)."""
+    """The config the run's grid entry resolves to now."""
     grid, tail = run_id.split("__", 1)[0], run_id.rsplit("__", 1)[-1]
     seed = int(tail[4:]) if tail.startswith("seed") and tail[4:].isdigit() else 0
     entry = next(e for e in expand_grid(load_grid(grid, exp), [seed]) if e.run_id == run_id)
-    method = entry.values.get("method")
-    values = {**entry.values, "method": "opd"} if method in NOT_IN_SCHEMA_YET else entry.values
-    config = resolve_run(None, profile, load_manifests(exp), entry_values=values).model_dump(mode="json")
-    return {**config, "method": method} if method in NOT_IN_SCHEMA_YET else config
+    return resolve_run(None, profile, load_manifests(exp), entry_values=entry.values).model_dump(mode="json")
 
 
 def write_run(

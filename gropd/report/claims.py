@@ -1,8 +1,6 @@
-"""The claims page: each claim of experiments/report.yaml (`claims`: title, the paper's sentence, the rule and the
-grids it reads), the evidence this profile's runs give and a verdict by its rule (gropd/report/verdicts.py).
-
-A claim is added by an entry in report.yaml naming a function of RULE_FUNCTIONS and the rule's wording (`rules`);
-a rule function `(evidence, claim) -> Section` reads the settings of the claim's grids from the evidence layer.
+"""The claims page: each claim of experiments/report.yaml (`claims`), the evidence this profile's runs give and a
+verdict by its rule: a function of RULE_FUNCTIONS, `(evidence, claim) -> Section`, whose thresholds live in
+gropd/report/verdicts.py and whose wording in report.yaml (`rules`). A claim using an existing rule is a YAML entry.
 """
 
 from __future__ import annotations

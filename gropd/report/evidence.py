@@ -15,8 +15,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from gropd.config import load_manifests
+from gropd.config import ConfigError, load_manifests
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid
+from gropd.config.layering import dotted_to_nested
 from gropd.record.run_dir import DONE, RunDir
 from gropd.report.settings import ReportSettings
 from gropd.runs.lifecycle import settings_hash
@@ -93,6 +94,7 @@ class Run:
     summary: dict[str, Any] | None = None
     metrics: list[dict[str, Any]] = field(default_factory=list)
     horizon: dict[str, Any] | None = None
+    unresolved: str = ""  # why a run not started cannot run in this profile
 
     run_id = property(lambda self: self.entry.run_id)
     grid = property(lambda self: str(self.entry.values["grid"]))
@@ -113,6 +115,7 @@ class Run:
             "trained": "trained, evaluation not finished",
             "collapsed": f"collapsed at step {status.get('collapse_step')}{reason}",
             "failed": f"failed{reason}",
+            "not run": "not run" + (f"; it cannot run in this profile: {self.unresolved}" if self.unresolved else ""),
         }.get(self.state, self.state)
 
     def final(self, suites: list[str]) -> Final | str:
@@ -234,7 +237,10 @@ class Evidence:
         status = run_dir.read_status()
         if status is None:
             run_file = self.experiments_dir / "runs" / self.profile / f"{entry.run_id}.yaml"
-            config = current_config(entry, run_file, self.profile, self.manifests, [], self.results_root)
+            try:
+                config = current_config(entry, run_file, self.profile, self.manifests, [], self.results_root)
+            except ConfigError as err:  # a grid entry this profile cannot run: its own values label it
+                return Run(entry, path, None, dotted_to_nested(entry.values), unresolved=str(err))
             return Run(entry, path, None, config.model_dump(mode="json"))
         run_dir.check(status)
         files = (run_dir.read_config(), run_dir.read_summary(), run_dir.read_metrics(), run_dir.read_horizon())

@@ -130,17 +130,13 @@ def to_csv(table: Table) -> str:
     """Header and rows; a numeric column becomes one CSV column per part, holding full-precision numbers."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header_row(table))
+    writer.writerow([f"{c.title} {p}" if c.parts else c.title for c in table.columns for p in (c.parts or ("",))])
     for row in table.rows:
         values: list[object] = []
         for column, cell in zip(table.columns, row, strict=True):
             values += ["" if v is None else repr(v) for v in cell.numbers] if column.parts else [cell.text]
         writer.writerow(values)
     return buffer.getvalue()
-
-
-def header_row(table: Table) -> list[str]:
-    return [f"{c.title} {p}" if c.parts else c.title for c in table.columns for p in (c.parts or ("",))]
 
 
 def render_table(table: Table) -> dict[str, str]:

@@ -36,7 +36,7 @@ def delta_cell(row: tuple[dict[int, Final], int], ref: tuple[dict[int, Final], i
     """Δ Macro of a row against the method `name`: paired over the seeds both finished; collapses named."""
     interval = paired({s: f.macro for s, f in row[0].items()}, {s: f.macro for s, f in ref[0].items()})
     text = "—" if interval is None else interval.text(d) + (f", {CALL[interval.call]}" if interval.n > 1 else "")
-    if row[1] or ref[1]:
+    if (row[0] or row[1]) and (row[1] or ref[1]):
         text += f"; collapsed: {name} {ref[1]} of {len(ref[0]) + ref[1]}, this row {row[1]} of {len(row[0]) + row[1]}"
     return interval_cell(interval, d, text.removeprefix("—; "))
 
@@ -45,6 +45,7 @@ def table1(ev: Evidence) -> Artefact:
     """Avg@K per suite and Macro of every pairing × method of grids table1 and baselines, with paired Δ Macro."""
     suites, d = list(ev.suites), ev.report.decimals
     settings = [s for s in ev.settings("table1", "baselines") if s.config.get("kind") == "train"]
+    settings = [s for s in settings if "table1" in s.grids or any(run.status for run in s.runs)]  # a control: once run
     order = {p: i for i, p in enumerate(dict.fromkeys(s.pairing for s in settings))}
     settings.sort(key=lambda s: (order[s.pairing], {"gropd": 0, "opd": 1}.get(str(s.method), 2)))
     found, missing = [], []
