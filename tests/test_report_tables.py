@@ -261,7 +261,7 @@ def test_table5_k_and_questions_recorded(tmp_path):
     assert row(md, "Total") == ["Total", "", "", "—", "150"]
 
 
-def test_tables_3_to_6_render_the_real_manifests(tmp_path):
+def test_tables_3_to_5_render_the_real_manifests(tmp_path):
     from report_fixtures import REPO
 
     for profile in ("paper", "tiny"):
