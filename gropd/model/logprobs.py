@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from accelerate.utils import extract_model_from_parallel
 from transformers import DynamicCache
+from transformers.cache_utils import Cache
 
 from gropd.model.chunked_logprobs import token_logprobs
 
@@ -81,6 +82,27 @@ def response_logprobs(
     return chosen, zeros.masked_scatter(real, scores[:, 1]) if with_entropy else None
 
 
+def prefill(
+    model: torch.nn.Module, prompts: list[list[int]], pad_id: int, device: torch.device, cache: Cache
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One forward of `prompts` left-padded to a common width W (position ids count real tokens only)
+    that fills `cache` and takes only the last position to the LM head; returns (the forward's
+    `.logits`: `[P, 1, V]`, or what a swapped head makes of it, and the attention mask `[P, W]`). The
+    hf rollout's prefill and shared_prompt_logprobs' pass 1."""
+    width = max(len(p) for p in prompts)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    ids = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts], device=device)
+    logits = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    ).logits
+    return logits, mask
+
+
 def shared_prompt_logprobs(
     model: torch.nn.Module,
     prompts: list[list[int]],
@@ -101,9 +123,6 @@ def shared_prompt_logprobs(
     """
     if not prompts or min(len(p) for p in prompts) < 1:
         raise ValueError("every row needs a prompt token: y_0 is predicted from the last prompt position")
-    width = max(len(p) for p in prompts)
-    prompt_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
-    prompt_input = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts], device=device)
     length = max(2, max(len(r) for r in response_ids))  # >= 2: pass 2 below has at least one column
     responses = torch.tensor([list(r) + [pad_id] * (length - len(r)) for r in response_ids], device=device)
     real = torch.tensor([[1] * len(r) + [0] * (length - len(r)) for r in response_ids], device=device).bool()
@@ -113,14 +132,7 @@ def shared_prompt_logprobs(
     chosen = torch.zeros(real.shape, dtype=torch.float32, device=device)
     entropy = torch.zeros_like(chosen) if with_entropy else None
     with _head_scores_tokens(model, lambda h: h[:, -1][of_row][first], responses[first, 0], temperature, with_entropy):
-        head = model(
-            input_ids=prompt_input,
-            attention_mask=prompt_mask,
-            position_ids=(prompt_mask.cumsum(1) - 1).clamp(min=0),
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        ).logits
+        head, prompt_mask = prefill(model, prompts, pad_id, device, cache)
     chosen = _scatter_column(chosen, first, 0, head[:, 0])
     entropy = None if entropy is None else _scatter_column(entropy, first, 0, head[:, 1])
     rest = real[:, 1:]  # pass 2 always runs (at least one column): every rank makes the same model calls
