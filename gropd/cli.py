@@ -4,6 +4,7 @@
     python -m gropd.cli grid    G ... [--profile P] [--seeds N] [--jobs N] [--dry-run] [--force]
                                      [key.path=value ...]
     python -m gropd.cli run     RUN_ID [--profile P] [--force] [key.path=value ...]
+    python -m gropd.cli evaluate RUN_ID [--profile P] [key.path=value ...]   (one shard per launched process)
     python -m gropd.cli status  [--profile P ...] [key.path=value ...]
     python -m gropd.cli report  NAME ... [--profile P]
     python -m gropd.cli pin     [--profile paper]
@@ -17,6 +18,7 @@ command (profile, grids, run files, overrides, results/, the lock) is checked be
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -135,6 +137,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from gropd.runs.pipeline import evaluate
+
+    manifests = _manifests(args.profile)
+    config = planned_run_id(manifests, args.profile, args.run_id, args.overrides, args.results)
+    status = evaluate(config, manifests, args.results, args.shard)
+    print(f"{config.run_id}: {status.get('status')}")
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from gropd.runs.status import format_table, status_rows
 
@@ -156,12 +168,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from gropd.report import ARTEFACTS, build
+    from gropd.report import build
 
-    unknown = [name for name in args.names if name not in ARTEFACTS]
-    if unknown:
-        raise ConfigError("command line", "report", f"no report {unknown[0]!r}", f"one of {', '.join(ARTEFACTS)}")
-    _manifests(args.profile)
     for path in build(
         args.names,
         profile=args.profile,
@@ -223,6 +231,8 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="run one run id (train if needed, then evaluate)")
     run.add_argument("run_id")
     run.add_argument("--force", action="store_true")
+    evaluate = sub.add_parser("evaluate", parents=[common], help="evaluate a trained run (a shard per process)")
+    evaluate.add_argument("run_id")
     status = sub.add_parser("status", help="one table of every run of every grid, from results/")
     status.add_argument("--profile", dest="profiles", action="append", help="default: profiles with results")
     report = sub.add_parser("report", parents=[common], help="rebuild tables/figures from results/ only")
@@ -250,19 +260,24 @@ def main(argv: list[str] | None = None) -> int:
         parser().error(f"unrecognised arguments: {' '.join(bad)}")
     args.overrides = extra
     args.results_given, args.results = args.results is not None, args.results or Path("results")
+    if args.command == "evaluate":
+        from gropd.runs.evaluation import claim_shard
+
+        args.shard = claim_shard(os.environ)  # before anything asks CUDA (default_profile does)
     if getattr(args, "profile", "x") is None:
         args.profile = default_profile()
     handlers = {
         "runs": cmd_runs,
         "grid": cmd_grid,
         "run": cmd_run,
+        "evaluate": cmd_evaluate,
         "status": cmd_status,
         "report": cmd_report,
         "pin": cmd_pin,
         "world": cmd_world,
     }
     try:
-        if args.results.exists() and not args.results.is_dir():
+        if args.results.exists() and not args.results.is_dir() and args.command != "report":  # (report: its own)
             raise ConfigError("command line", "--results", f"{str(args.results)!r} is a file", "a results directory")
         return handlers[args.command](args)
     except REFUSED as err:

@@ -125,7 +125,7 @@ CLI_REFUSALS = [
     (["status", "--profile", "tiny", "--profile", "foo"], "command line: --profile: 'foo' is not a profile"),
     (["report", "table1", "--profile", "foo"], "command line: --profile: 'foo' is not a profile"),
     (["pin", "--profile", "foo"], "command line: --profile: 'foo' is not a profile"),
-    (["report", "tableX", "--profile", "tiny"], "command line: report: no report 'tableX' (expected one of table1,"),
+    (["report", "tableX", "--profile", "tiny"], "command line: report: unknown artefact tableX (expected one of"),
     (["run", RUN, "--profile", "tiny", "gropd.lam=inf"], "command line: gropd.lam: Input should be a finite number"),
     (
         ["run", RUN, "--profile", "tiny", "train.optimizer.lr=inf"],
