@@ -200,13 +200,13 @@ def require_trainer_fits(
             "(backend.rollout_gpu_fraction, backend.teacher_gpu_fraction)."
         )
     if b.rollout == "vllm" and b.teacher != "vllm":
-        spare = math.floor((gpu_bytes - need) / gpu_bytes * 20) / 20  # in steps of 0.05 of the card
+        spare = math.floor((gpu_bytes - need) / gpu_bytes * 20) / 20 - 0.05  # steps of 0.05, 0.05 kept free
         if spare >= 0.1:
             print(
-                f"note: run {config.run_id}: its teacher is not in-process (backend.teacher: {b.teacher}); "
-                f"{spare:.2f} of the card beside the trainer ({trainer.need / GIB:.1f} GiB) is unused: "
-                f"backend.rollout_gpu_fraction={b.rollout_gpu_fraction + spare:.2f} gives the rollout engine's KV "
-                "cache that room",
+                f"note: run {config.run_id}: its teacher is not in-process (backend.teacher: {b.teacher}), so "
+                f"{spare:.2f} of the card beside the trainer ({trainer.need / GIB:.1f} GiB) and the rollout engine "
+                f"is unused: backend.rollout_gpu_fraction={b.rollout_gpu_fraction + spare:.2f} gives the rollout "
+                "engine's KV cache that room",
                 file=sys.stderr,
             )
     return trainer
@@ -221,7 +221,7 @@ def preflight(config: RunConfig, manifests: Manifests) -> None:
         require_pinned(config, manifests)
     require_teacher_server(config, manifests)
     require_one_gpu_engines(config)
-    if torch.cuda.is_available() and config.backend.device != "cpu":
+    if torch.cuda.is_available() and "vllm" in (config.backend.rollout, config.backend.teacher):
         require_fits(
             config,
             manifests,
