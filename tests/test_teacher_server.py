@@ -336,3 +336,74 @@ def test_the_start_up_wait_has_a_limit_and_says_how_to_raise_it(monkeypatch) -> 
     assert teacher_wait_s({}) == 1800.0 and teacher_wait_s({"GROPD_TEACHER_WAIT_S": "90"}) == 90.0
     with pytest.raises(ValueError, match="GROPD_TEACHER_WAIT_S='soon'"):
         teacher_wait_s({"GROPD_TEACHER_WAIT_S": "soon"})
+
+
+def test_teacher_server_script_as_the_readme_launches_it(experiments, tmp_path) -> None:
+    """`sbatch experiments/launch/teacher_server.sh I32` with a fake `vllm`, `nvidia-smi` (4 GPUs) and `hostname`:
+    #SBATCH lines for a TP-8 node, the repository's .venv activated (python and vllm are only there), offline Hub
+    with the pinned snapshot cached, TP = the GPUs it sees, the served name and revision, vLLM's own prefill batch,
+    room for the generated token, and the node's name printed for the runs (not 0.0.0.0)."""
+    import stat
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_preflight import write_fake_lock
+
+    repo = Path(__file__).resolve().parents[1]
+    script = repo / "experiments/launch/teacher_server.sh"
+    header = []
+    for line in script.read_text().splitlines()[1:]:
+        if line.strip() and not line.startswith("#"):
+            break  # sbatch reads #SBATCH lines up to the first command
+        header.append(line)
+    sbatch = dict(line.split()[1].lstrip("-").split("=", 1) for line in header if line.startswith("#SBATCH"))
+    assert sbatch["gpus-per-node"] == "8" and int(sbatch["cpus-per-task"]) >= 16 and sbatch["time"] == "48:00:00"
+
+    write_fake_lock(experiments)
+    full = "9216db5" + "0" * 33
+    venv_bin, tools = experiments.parent / ".venv" / "bin", tmp_path / "tools"
+    venv_bin.mkdir(parents=True)
+    tools.mkdir()
+    (venv_bin.parent.parent / ".venv/bin/activate").write_text(f'export PATH="{venv_bin}:$PATH"\n')
+    for folder, name, body in (
+        (venv_bin, "vllm", 'echo "$@" > "$VLLM_ARGS"; echo "HF_HUB_OFFLINE=$HF_HUB_OFFLINE" >> "$VLLM_ARGS"'),
+        (venv_bin, "python", f'exec {sys.executable} "$@"'),
+        (tools, "nvidia-smi", 'for i in 0 1 2 3; do echo "GPU $i: H100"; done'),
+        (tools, "hostname", "echo gpu-node-17.cluster"),
+    ):
+        (folder / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
+        (folder / name).chmod(stat.S_IRWXU)
+    env = {
+        "PATH": f"{tools}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "HF_HOME": str(tmp_path / "hf"),
+        "SLURM_SUBMIT_DIR": str(experiments.parent),
+        "PYTHONPATH": str(repo),
+        "VLLM_ARGS": str(tmp_path / "args"),
+    }
+
+    def launch() -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(script), "I32"], env=env, capture_output=True, text=True, timeout=120)
+
+    missing = launch()  # offline, and the pinned snapshot is not cached yet
+    assert missing.returncode == 2, missing.stderr
+    assert f"hf download Qwen/Qwen3-32B --revision {full}" in missing.stderr and not (tmp_path / "args").exists()
+    snapshot = tmp_path / "hf/hub/models--Qwen--Qwen3-32B/snapshots" / full
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    result = launch()
+    assert result.returncode == 0, result.stderr
+    *args, offline = (tmp_path / "args").read_text().split()
+    assert offline == "HF_HUB_OFFLINE=1"
+    assert args[:3] == ["serve", "Qwen/Qwen3-32B", "--revision"] and full in args
+    assert args[args.index("--served-model-name") + 1] == f"Qwen/Qwen3-32B@{full}"
+    assert args[args.index("--tensor-parallel-size") + 1] == "4"
+    assert args[args.index("--max-model-len") + 1] == "10241" and "--max-num-batched-tokens" not in args
+    assert args[args.index("--host") + 1] == "0.0.0.0"
+    assert "backend.teacher_url=http://gpu-node-17.cluster:8000" in result.stderr
+    assert "0.0.0.0:8000" not in result.stderr.split("runs reach it at")[1]
+    env["MAX_NUM_BATCHED_TOKENS"] = "4096"  # the V1 model runner's bound, when asked for
+    assert launch().returncode == 0
+    args = (tmp_path / "args").read_text().split()
+    assert args[args.index("--max-num-batched-tokens") + 1] == "4096"

@@ -4,7 +4,6 @@ weight naming and seeding, and the clear missing-piece error on construction."""
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -336,47 +335,3 @@ def test_sync_weights_streams_one_gathered_tensor_at_a_time(monkeypatch) -> None
     assert ShardedWeight.gathers.count("embed") == 1 and len(ShardedWeight.gathers) == 8
     assert max(alive for _, _, alive in rollout._llm.loaded) <= 2, rollout._llm.loaded
     assert rollout._llm.loaded[-1][1] == (10, 4)
-
-
-def test_teacher_server_script_checks_the_fit_and_bounds_the_workspace(experiments, tmp_path: Path) -> None:
-    """teacher_server.sh with a fake `vllm` and `nvidia-smi` (4 GPUs): TP defaults to the GPUs it sees and
-    `vllm serve` gets the pinned revision, the served name and --max-num-batched-tokens."""
-    import os
-    import stat
-    import subprocess
-    import sys
-
-    from test_preflight import write_fake_lock
-
-    write_fake_lock(experiments)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, body in (
-        ("vllm", 'echo "$@" > "$VLLM_ARGS"'),
-        ("nvidia-smi", 'for i in 0 1 2 3; do echo "GPU $i: H100"; done'),
-        ("python", f'exec {sys.executable} "$@"'),
-    ):
-        (bin_dir / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
-        (bin_dir / name).chmod(stat.S_IRWXU)
-    repo = Path(__file__).resolve().parents[1]
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "SLURM_SUBMIT_DIR": str(experiments.parent),
-        "PYTHONPATH": str(repo),
-        "VLLM_ARGS": str(tmp_path / "args"),
-    }
-    result = subprocess.run(
-        ["bash", str(repo / "experiments/launch/teacher_server.sh"), "I32"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    args = (tmp_path / "args").read_text().split()
-    full = "9216db5" + "0" * 33
-    assert args[:3] == ["serve", "Qwen/Qwen3-32B", "--revision"] and full in args
-    assert args[args.index("--served-model-name") + 1] == f"Qwen/Qwen3-32B@{full}"
-    assert args[args.index("--tensor-parallel-size") + 1] == "4"
-    assert args[args.index("--max-num-batched-tokens") + 1] == "4096"
