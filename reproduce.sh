@@ -27,7 +27,7 @@
 # Without --profile: paper when CUDA is present, tiny otherwise (it says which and why).
 # --from-results rebuilds artefacts from results/ without running anything; --results DIR reads and writes
 #   runs under DIR instead of results/ (results/reference/ holds the committed tiny runs behind the README).
-# --full (tiny profile) evaluates every question (1,000 per suite) instead of the first 200.
+# --full (tiny profile) evaluates every question of the clean split (500 per suite: 500-999) instead of 300.
 # --jobs N runs up to N runs of the grids at once, each its own process, backend.threads = cores / N
 #   (tiny profile: one run per core by default; its runs use one thread, so the results are the same).
 # Curves: tensorboard --logdir results/   (every run writes results/<profile>/<run_id>/tracking/)

@@ -8,10 +8,11 @@ turns a record into `Question`s:
                   rows concatenated in config order; question = row[question_field],
                   answer = reader(row[answer_field]) with reader plain: str(v), first: str(v[0]);
                   id = str(row[id_field]), or the row's index in the concatenation when null
-    tiny source   eval.tiny_tasks.eval_questions(task, n)  (n = the caller's `questions`; all 1,000 when None)
+    tiny source   eval.tiny_tasks.eval_questions(task, n)  (n = the caller's `first + questions`; all 1,000 when None)
     local_jsonl   one JSON object per line with question, answer and optional id
 
-then keeps the record's `ids` (in that order) when given, then the first `questions`.
+then keeps the record's `ids` (in that order) when given, then `questions` of them from index `first` on
+(the run's eval.first_question: the tiny profile evaluates on a split that no choice has seen).
 """
 
 from __future__ import annotations
@@ -194,25 +195,25 @@ def _jsonl_questions(spec: SuiteSpec) -> list[Question]:
     return questions
 
 
-def _tiny_questions(spec: SuiteSpec, questions: int | None) -> list[Question]:
-    """The first `questions` held-out questions of the tiny task; None: all of them (tasks.EVAL_POOL)."""
+def _tiny_questions(spec: SuiteSpec, upto: int | None) -> list[Question]:
+    """The first `upto` held-out questions of the tiny task; None: all of them (tasks.EVAL_POOL)."""
     from eval import tiny_tasks as tasks
 
-    rows = tasks.eval_questions(spec.source.task, tasks.EVAL_POOL if questions is None else questions)
+    rows = tasks.eval_questions(spec.source.task, tasks.EVAL_POOL if upto is None else min(upto, tasks.EVAL_POOL))
     return [Question(str(r["id"]), str(r["question"]), str(r["answer"])) for r in rows]
 
 
 def select_questions(
-    found: list[Question], ids: tuple[str, ...] | None, questions: int | None, suite: str
+    found: list[Question], ids: tuple[str, ...] | None, questions: int | None, suite: str, first: int = 0
 ) -> list[Question]:
-    """Keep `ids` (in their order) when given, then the first `questions`."""
+    """Keep `ids` (in their order) when given, then `questions` of them from index `first` on (None: all)."""
     if ids is not None:
         by_id = {q.id: q for q in found}
         missing = [i for i in ids if i not in by_id]
         if missing:
             raise SuiteError(f"suite '{suite}': ids not in the source: {missing[:10]}")
         found = [by_id[i] for i in ids]
-    return found if questions is None else found[:questions]
+    return found[first:] if questions is None else found[first : first + questions]
 
 
 def count_note(spec: SuiteSpec, used: int) -> str | None:
@@ -228,20 +229,22 @@ def load_questions(
     revision: str | None = None,
     cache_dir: str | None = None,
     questions: int | None = None,
+    first: int = 0,
 ) -> list[Question]:
-    """The suite's questions; `revision` (e.g. from the lock file) overrides the record's.
+    """The suite's questions `[first, first + questions)` (select_questions); `revision` (e.g. from the lock
+    file) overrides the record's.
 
     Logs a warning when the count differs from `paper_questions` (see `count_note`).
     """
     loaders: dict[str, Callable[[], list[Question]]] = {
         "jsonl": lambda: _jsonl_questions(spec),
-        "tiny": lambda: _tiny_questions(spec, questions),
+        "tiny": lambda: _tiny_questions(spec, None if questions is None or spec.ids else first + questions),
         "hub": lambda: rows_to_questions(
             _hub_rows(spec, revision or spec.source.revision, cache_dir), spec.source, spec.name
         ),
     }
     found = loaders["jsonl" if spec.local_jsonl else spec.source.kind]()
-    chosen = select_questions(found, spec.ids, questions, spec.name)
+    chosen = select_questions(found, spec.ids, questions, spec.name, first)
     if not chosen:
         raise SuiteError(f"suite '{spec.name}': no questions loaded")
     note = count_note(spec, len(chosen))

@@ -1,4 +1,5 @@
-"""Credit assignment for on-policy distillation: vanilla OPD, GR-OPD and the raw score (docs/DESIGN.md §1).
+"""Credit assignment for on-policy distillation: vanilla OPD, GR-OPD, the raw score and the constant control
+(docs/DESIGN.md §1).
 
 Symbols follow the paper. For response `i` of a prompt's group of `G` and its
 response token `t` (counted from 1 at the first response token), with prefix
@@ -11,6 +12,10 @@ response token `t` (counted from 1 at the first response token), with prefix
     calibrated credit  A_i = ((S_i − μ) + λ·μ) / (σ + ε)
     broadcast          A_{i,t} = A_i for every response token of response i
     raw score          A_{i,t} = S_i   (Figure 1(c, d): the trajectory score itself, no μ, no σ)
+    constant           A_{i,t} = −c    (beyond the paper: a fixed negative advantage, no teacher in it)
+
+The fifth method, `fullkl` (the exact full-vocabulary reverse KL per token), has no sampled-token
+advantage: its loss is gropd/loss.py's `full_kl_loss`, not a rule here.
 
 Shapes: `B` rows (responses), `T` token positions, `G` = `group_size`. Rows are
 grouped in consecutive blocks of `G` (row `g*G + j` is response `j` of prompt `g`).
@@ -30,10 +35,26 @@ group's advantages are 0 and it is counted (`degenerate_groups`); the rule is ch
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 STD_CONVENTIONS = ("unbiased", "population")
+
+
+@dataclass(frozen=True)
+class CreditSettings:
+    """Everything a credit rule may read; each rule reads its own (GR-OPD: all but `constant`; raw: γ;
+    constant: c; vanilla OPD: nothing)."""
+
+    group_size: int
+    gamma: float = 1.0
+    lam: float = 0.0
+    eps: float = 1e-6
+    std: str = "unbiased"
+    sigma_floor: float = 1e-5
+    degenerate: str = "zero"
+    constant: float | None = None  # c of the constant rule, A_{i,t} = −c
 
 
 def token_feedback(teacher_logprobs: torch.Tensor, student_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -44,6 +65,17 @@ def token_feedback(teacher_logprobs: torch.Tensor, student_logprobs: torch.Tenso
     """
     diff = teacher_logprobs.detach() - student_logprobs.detach()
     return torch.where(mask.bool(), diff, torch.zeros_like(diff))
+
+
+def without_format_tokens(f: torch.Tensor, mask: torch.Tensor, stopped: torch.Tensor) -> torch.Tensor:
+    """`f` `[B, T]` with the feedback on each response's format tokens set to 0: its first response token,
+    and its last one when a stop rule ended it (`stopped` `[B]` bool: the stop token or string, kept as the
+    response's last token). Content feedback is left as it is (the cross-pattern control of issue 25)."""
+    keep = mask.bool()
+    position = torch.cumsum(keep.to(torch.long), dim=1)  # t on response tokens (1-based)
+    first = keep & (position == 1)
+    last = keep & (position == keep.sum(dim=1, keepdim=True)) & stopped.bool()[:, None]
+    return torch.where(first | last, torch.zeros_like(f), f)
 
 
 def trajectory_scores(f: torch.Tensor, mask: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -130,47 +162,26 @@ DEGENERATE_RULES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 }
 
 
-def _calibrated_credit(
-    S: torch.Tensor,
-    group_size: int,
-    lam: float,
-    eps: float,
-    std: str,
-    sigma_floor: float,
-    degenerate: str,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """`(A [B], is_degenerate [B//G])`; the body of `gropd_advantages`."""
-    if degenerate not in DEGENERATE_RULES:
-        raise ValueError(f"unknown degenerate-group rule {degenerate!r}; valid: {', '.join(DEGENERATE_RULES)}")
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0, got {eps}")
-    mu, sigma = group_stats(S, group_size, std)
-    is_degenerate = _is_degenerate(mu, sigma, group_size, std, sigma_floor)
-    mu_i = mu.repeat_interleave(group_size)
-    A = ((S - mu_i) + lam * mu_i) / (sigma.repeat_interleave(group_size) + eps)
-    A = DEGENERATE_RULES[degenerate](A, is_degenerate.repeat_interleave(group_size))
-    return A, is_degenerate
+def calibrated_credit(S: torch.Tensor, settings: CreditSettings) -> tuple[torch.Tensor, torch.Tensor]:
+    """Calibrated sequence credit `A_i = ((S_i − μ) + λ·μ) / (σ + ε)` `[B]` and `is_degenerate` `[B//G]`.
 
-
-def gropd_advantages(
-    S: torch.Tensor,
-    group_size: int,
-    lam: float,
-    eps: float = 1e-6,
-    std: str = "unbiased",
-    *,
-    sigma_floor: float = 1e-5,
-    degenerate: str = "zero",
-) -> torch.Tensor:
-    """Calibrated sequence credit `A_i = ((S_i − μ) + λ·μ) / (σ + ε)`, `[B]`.
-
-    `μ`, `σ` are the statistics of the `G` scores of row `i`'s group (`group_stats`).
-    `λ = 0` is purely relative (zero mean per group); `λ = 1` gives `S_i / (σ + ε)`.
-    Degenerate groups (see `degenerate_groups`) follow the rule named by `degenerate`:
-    `"zero"` (default) sets their advantages to 0; `"keep"` applies the formula anyway.
+    `μ`, `σ` are the statistics of the `G` scores of row `i`'s group (`group_stats`). `λ = 0` is purely
+    relative (zero mean per group); `λ = 1` gives `S_i / (σ + ε)`. Degenerate groups (`degenerate_groups`)
+    follow the rule named by `settings.degenerate`: "zero" sets their advantages to 0, "keep" applies the
+    formula anyway.
     """
-    A, _ = _calibrated_credit(S, group_size, lam, eps, std, sigma_floor, degenerate)
-    return A
+    s = settings
+    if s.degenerate not in DEGENERATE_RULES:
+        raise ValueError(f"unknown degenerate-group rule {s.degenerate!r}; valid: {', '.join(DEGENERATE_RULES)}")
+    if s.eps < 0:
+        raise ValueError(f"eps must be >= 0, got {s.eps}")
+    G = s.group_size
+    mu, sigma = group_stats(S, G, s.std)
+    is_degenerate = _is_degenerate(mu, sigma, G, s.std, s.sigma_floor)
+    mu_i = mu.repeat_interleave(G)
+    A = ((S - mu_i) + s.lam * mu_i) / (sigma.repeat_interleave(G) + s.eps)
+    A = DEGENERATE_RULES[s.degenerate](A, is_degenerate.repeat_interleave(G))
+    return A, is_degenerate
 
 
 def opd_advantages(f: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -207,90 +218,46 @@ def pressure(
     return normalised, lam * normalised
 
 
-CreditRule = Callable[..., tuple[torch.Tensor, dict[str, int]]]
-
-
-def _gropd_rule(
-    f: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    gamma: float,
-    group_size: int,
-    lam: float,
-    eps: float,
-    std: str,
-    sigma_floor: float,
-    degenerate: str,
-) -> tuple[torch.Tensor, dict[str, int]]:
+def _gropd_rule(f: torch.Tensor, mask: torch.Tensor, s: CreditSettings) -> tuple[torch.Tensor, dict[str, int]]:
     """GR-OPD: score, group-normalise, broadcast. Stats: count of degenerate groups."""
-    S = trajectory_scores(f, mask, gamma)
-    A, is_degenerate = _calibrated_credit(S, group_size, lam, eps, std, sigma_floor, degenerate)
+    A, is_degenerate = calibrated_credit(trajectory_scores(f, mask, s.gamma), s)
     return broadcast(A, mask), {"degenerate_groups": int(is_degenerate.sum().item())}
 
 
-def _opd_rule(
-    f: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    gamma: float,
-    group_size: int,
-    lam: float,
-    eps: float,
-    std: str,
-    sigma_floor: float,
-    degenerate: str,
-) -> tuple[torch.Tensor, dict[str, int]]:
-    """Vanilla OPD: `A_{i,t} = f_{i,t}`; the group arguments are accepted and unused."""
+def _opd_rule(f: torch.Tensor, mask: torch.Tensor, s: CreditSettings) -> tuple[torch.Tensor, dict[str, int]]:
+    """Vanilla OPD: `A_{i,t} = f_{i,t}`."""
     return opd_advantages(f, mask), {"degenerate_groups": 0}
 
 
-def _raw_rule(
-    f: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    gamma: float,
-    group_size: int,
-    lam: float,
-    eps: float,
-    std: str,
-    sigma_floor: float,
-    degenerate: str,
-) -> tuple[torch.Tensor, dict[str, int]]:
+def _raw_rule(f: torch.Tensor, mask: torch.Tensor, s: CreditSettings) -> tuple[torch.Tensor, dict[str, int]]:
     """Raw trajectory score: `A_{i,t} = S_i` broadcast, with no group mean and no σ (the uncalibrated
-    ablation of Figure 1(c, d); with γ = 1 it is the theorem's estimator). Group arguments unused."""
-    return broadcast(trajectory_scores(f, mask, gamma), mask), {"degenerate_groups": 0}
+    ablation of Figure 1(c, d); with γ = 1 it is the theorem's estimator)."""
+    return broadcast(trajectory_scores(f, mask, s.gamma), mask), {"degenerate_groups": 0}
 
 
-CREDIT_RULES: dict[str, CreditRule] = {"gropd": _gropd_rule, "opd": _opd_rule, "raw": _raw_rule}
+def _constant_rule(f: torch.Tensor, mask: torch.Tensor, s: CreditSettings) -> tuple[torch.Tensor, dict[str, int]]:
+    """Constant control (beyond the paper): `A_{i,t} = −c` on every response token, no teacher in it."""
+    if s.constant is None or not s.constant > 0:
+        raise ValueError(f"the constant rule needs c > 0, got {s.constant}")
+    return torch.where(mask.bool(), -s.constant, 0.0).to(f.dtype), {"degenerate_groups": 0}
+
+
+CreditRule = Callable[[torch.Tensor, torch.Tensor, CreditSettings], tuple[torch.Tensor, dict[str, int]]]
+CREDIT_RULES: dict[str, CreditRule] = {
+    "gropd": _gropd_rule,
+    "opd": _opd_rule,
+    "raw": _raw_rule,
+    "constant": _constant_rule,
+}
 
 
 def token_advantages(
-    method: str,
-    f: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    gamma: float,
-    group_size: int,
-    lam: float,
-    eps: float = 1e-6,
-    std: str = "unbiased",
-    sigma_floor: float = 1e-5,
-    degenerate: str = "zero",
+    method: str, f: torch.Tensor, mask: torch.Tensor, settings: CreditSettings
 ) -> tuple[torch.Tensor, dict[str, int]]:
     """Per-token advantages `[B, T]` and stats `{"degenerate_groups": int}` by rule name.
 
-    `method` is a key of `CREDIT_RULES` ("gropd", "opd" or "raw"); all share this signature.
+    `method` is a key of `CREDIT_RULES`; every rule reads what it needs from one `CreditSettings`.
     """
     if method not in CREDIT_RULES:
         raise ValueError(f"unknown credit method {method!r}; valid: {', '.join(CREDIT_RULES)}")
-    return CREDIT_RULES[method](
-        f,
-        mask,
-        gamma=gamma,
-        group_size=group_size,
-        lam=lam,
-        eps=eps,
-        std=std,
-        sigma_floor=sigma_floor,
-        degenerate=degenerate,
-    )
+    return CREDIT_RULES[method](f, mask, settings)

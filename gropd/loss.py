@@ -1,4 +1,4 @@
-"""The PPO-style clipped policy update (docs/DESIGN.md §1, "Update").
+"""The policy updates: the PPO-style clipped surrogate (docs/DESIGN.md §1, "Update") and the exact KL loss.
 
 Per response token, with `ρ = π_θ(y_t|h_t) / π_S,old(y_t|h_t) = exp(logp_new − logp_old)`:
 
@@ -93,3 +93,19 @@ def clipped_policy_loss(
             "approx_kl": aggregate((ratio - 1.0) - log_ratio, keep, "token-mean"),
         }
     return loss, stats
+
+
+def full_kl_loss(
+    kl: torch.Tensor, mask: torch.Tensor, agg: str = "token-mean"
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """`L = agg(KL_t)`, the exact per-token reverse KL `KL_t = Σ_v π_θ(v|h_t)(log π_θ(v|h_t) − log π_T(v|h_t))`
+    (`[B, T]`, gropd/model/chunked_kl.py) over response tokens: method `fullkl`, beyond the paper.
+
+    Its gradient is that of the KL at the sampled prefixes h_t, with no sampled-token estimate and so no
+    importance ratio: the PPO clip has nothing to act on (the gradient-norm clip still applies). Stats:
+    `kl_mean`, the token-mean KL (0-dim, detached).
+    """
+    keep = mask.bool()
+    kl = torch.where(keep, kl, torch.zeros_like(kl))
+    loss = aggregate(kl, keep, agg)
+    return loss, {"kl_mean": aggregate(kl.detach(), keep, "token-mean")}

@@ -9,19 +9,27 @@ from hypothesis import strategies as st
 
 from gropd.credit import (
     CREDIT_RULES,
+    CreditSettings,
     broadcast,
+    calibrated_credit,
     degenerate_groups,
-    gropd_advantages,
     group_stats,
     opd_advantages,
     pressure,
     token_advantages,
     token_feedback,
     trajectory_scores,
+    without_format_tokens,
 )
 
 D = torch.float64
 INF = float("inf")
+
+
+def gropd_advantages(S, group_size, lam, eps=1e-6, std="unbiased", *, sigma_floor=1e-5, degenerate="zero"):
+    """A_i of GR-OPD `[B]` (calibrated_credit with these settings)."""
+    settings = CreditSettings(group_size, lam=lam, eps=eps, std=std, sigma_floor=sigma_floor, degenerate=degenerate)
+    return calibrated_credit(S, settings)[0]
 
 
 def t(values, dtype=D):
@@ -180,34 +188,55 @@ def test_pressure_matches_paper_table2_relation():
 # --------------------------------------------------------------------------- dispatch by name
 
 
-def test_token_advantages_dispatches_both_rules_with_one_signature():
+def test_token_advantages_dispatches_every_rule_with_one_signature():
     f = t([[1.0, 2.0, 0.0], [0.0, 0.0, 4.0], [2.0, 2.0, 0.0], [0.0, 1.0, 1.0]])
     mask = t([[1, 1, 0], [0, 0, 1], [1, 1, 0], [0, 1, 1]])
-    kwargs = dict(gamma=1.0, group_size=2, lam=0.0, eps=0.0, std="population", sigma_floor=1e-6)
-    A, stats = token_advantages("gropd", f, mask, degenerate="zero", **kwargs)
+    settings = CreditSettings(group_size=2, gamma=1.0, lam=0.0, eps=0.0, std="population", sigma_floor=1e-6)
+    A, stats = token_advantages("gropd", f, mask, settings)
     # scores [3, 4 | 4, 2]; group 1: μ 3.5, σ .5 → −1, 1; group 2: μ 3, σ 1 → 1, −1
     assert torch.equal(A, t([[-1.0, -1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [0.0, -1.0, -1.0]]))
     assert stats == {"degenerate_groups": 0}
-    A, stats = token_advantages("opd", f, mask, degenerate="zero", **kwargs)
+    A, stats = token_advantages("opd", f, mask, settings)
     assert torch.equal(A, f) and stats == {"degenerate_groups": 0}
     f_same = t([[1.0, 1.0], [1.0, 1.0]])
-    _, stats = token_advantages("gropd", f_same, torch.ones(2, 2), degenerate="zero", **kwargs)
+    _, stats = token_advantages("gropd", f_same, torch.ones(2, 2), settings)
     assert stats == {"degenerate_groups": 1}
-    with pytest.raises(ValueError, match="gropd, opd, raw"):
-        token_advantages("grpo", f, mask, degenerate="zero", **kwargs)
-    assert set(CREDIT_RULES) == {"gropd", "opd", "raw"}
+    with pytest.raises(ValueError, match="gropd, opd, raw, constant"):
+        token_advantages("grpo", f, mask, settings)
+    assert set(CREDIT_RULES) == {"gropd", "opd", "raw", "constant"}
+
+
+def test_constant_rule_is_minus_c_on_every_response_token_and_zero_elsewhere():
+    f = t([[1.0, -9.0, 5.0], [0.0, 3.0, -2.0]])
+    mask = t([[1, 1, 0], [0, 1, 1]])
+    A, stats = token_advantages("constant", f, mask, CreditSettings(group_size=2, constant=0.75))
+    assert torch.equal(A, t([[-0.75, -0.75, 0.0], [0.0, -0.75, -0.75]])) and stats == {"degenerate_groups": 0}
+    # the teacher is not in it: any other feedback gives the same advantages
+    assert torch.equal(token_advantages("constant", -3 * f + 1, mask, CreditSettings(2, constant=0.75))[0], A)
+    for c in (None, 0.0, -1.0):
+        with pytest.raises(ValueError, match="c > 0"):
+            token_advantages("constant", f, mask, CreditSettings(group_size=2, constant=c))
+
+
+def test_format_tokens_are_the_first_token_and_the_stop_token():
+    f = t([[1.0, 2.0, 3.0, 4.0], [9.0, 5.0, 6.0, 7.0], [8.0, 0.0, 0.0, 0.0], [1.0, 2.0, 3.0, 0.0]])
+    mask = t([[1, 1, 1, 1], [0, 1, 1, 1], [1, 0, 0, 0], [1, 1, 1, 0]])
+    stopped = torch.tensor([True, True, True, False])  # the last response hit the length cap: no stop token
+    assert torch.equal(
+        without_format_tokens(f, mask, stopped),
+        t([[0.0, 2.0, 3.0, 0.0], [9.0, 0.0, 6.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 2.0, 3.0, 0.0]]),
+    )
 
 
 def test_raw_rule_broadcasts_the_discounted_score_without_group_calibration():
     f = t([[1.0, 2.0, 0.0], [0.0, 0.0, 4.0], [2.0, 2.0, 0.0], [0.0, 1.0, -1.0]])
     mask = t([[1, 1, 0], [0, 0, 1], [1, 1, 0], [0, 1, 1]])
-    kwargs = dict(group_size=2, lam=0.0, eps=1e-6, std="unbiased", sigma_floor=1e-6, degenerate="zero")
     # γ = .5: S = [1 + .5·2, 4, 2 + .5·2, 1 + .5·(−1)] = [2, 4, 3, .5]; no μ subtracted, no σ divided
-    A, stats = token_advantages("raw", f, mask, gamma=0.5, **kwargs)
+    A, stats = token_advantages("raw", f, mask, CreditSettings(group_size=2, gamma=0.5))
     assert torch.equal(A, t([[2.0, 2.0, 0.0], [0.0, 0.0, 4.0], [3.0, 3.0, 0.0], [0.0, 0.5, 0.5]]))
     assert stats == {"degenerate_groups": 0}
     # identical responses (σ = 0) are not degenerate for the raw score: each token still gets S_i = 2
-    A, stats = token_advantages("raw", t([[1.0, 1.0], [1.0, 1.0]]), torch.ones(2, 2), gamma=1.0, **kwargs)
+    A, stats = token_advantages("raw", t([[1.0, 1.0], [1.0, 1.0]]), torch.ones(2, 2), CreditSettings(2, gamma=1.0))
     assert torch.equal(A, t([[2.0, 2.0], [2.0, 2.0]])) and stats == {"degenerate_groups": 0}
 
 

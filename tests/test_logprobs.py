@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from benchmarks.logprob_memory import VOCAB, run_child
 from gropd.model.chunked_logprobs import token_logprobs
-from gropd.model.logprobs import pack, response_logprobs, shared_prompt_logprobs
+from gropd.model.logprobs import logprob_score, pack, response_logprobs, shared_prompt_scores
 from gropd.tiny.world import ensure_tiny_world
 
 CPU = torch.device("cpu")
@@ -182,7 +182,8 @@ def test_shared_prompt_forward_equals_one_packed_forward_in_value_and_gradient(t
     for shared in (False, True):
         model = random_lm(tied=tied, seed=3)
         if shared:
-            chosen, entropy = shared_prompt_logprobs(model, prompts, of_row, responses, 0, CPU, 0.8, with_entropy)
+            values = shared_prompt_scores(model, prompts, of_row, responses, 0, CPU, logprob_score(0.8, with_entropy))
+            chosen, entropy = values[..., 0], values[..., 1] if with_entropy else None
         else:
             rows = [prompts[i] for i in of_row]
             chosen, entropy = response_logprobs(model, pack(rows, responses, 0, CPU), 0.8, with_entropy)

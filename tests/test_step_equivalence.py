@@ -18,7 +18,7 @@ from gropd.model.logprobs import pack, response_logprobs
 from gropd.record.run_dir import RunDir
 from gropd.runs.pipeline import open_run_dir
 from gropd.train.loop import build_context, local_questions, make_accelerator
-from gropd.train.step import collect_rollout, update_policy
+from gropd.train.step import collect_rollout, credit_settings, update_policy
 
 pytestmark = pytest.mark.slow
 RUN = "table1__I4nothink-I1.7nothink__gropd"
@@ -51,18 +51,8 @@ def test_the_fast_step_computes_what_the_plain_step_does(tmp_path: Path, monkeyp
         teacher = ctx.teacher.model
         teacher_logp, _ = response_logprobs(teacher, pack(teacher_prompts, batch.response_ids, ctx.pad_id, device))
     mask = rollout.packed.response_mask
-    g = fast.gropd
-    advantages, _ = token_advantages(
-        "gropd",
-        token_feedback(teacher_logp, logp_old, mask),
-        mask,
-        gamma=g.gamma,
-        group_size=8,
-        lam=g.lam,
-        eps=g.eps,
-        std=g.std,
-        sigma_floor=g.sigma_floor,
-    )
+    feedback = token_feedback(teacher_logp, logp_old, mask)
+    advantages, _ = token_advantages("gropd", feedback, mask, credit_settings(fast, None))
     # log-probs: the sampler's KV-cached decode and the planned forwards sum in other orders (measured here:
     # at most 1.8e-5 and 8.6e-6 on log-probs of order 1); the advantages they give agree to 1e-5 (5.8e-6)
     torch.testing.assert_close(rollout.logp_old, logp_old, rtol=0, atol=1e-4)

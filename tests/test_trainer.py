@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from safetensors.torch import load_file
 from tiny_runs import REPO, project
 from tiny_runs import run_tiny as run
 
-from gropd.credit import broadcast, gropd_advantages, trajectory_scores
+from gropd.credit import broadcast, trajectory_scores
 
 pytestmark = pytest.mark.slow
 MATCHED = "table1__I4nothink-I1.7nothink__gropd"
@@ -39,10 +40,33 @@ def test_logged_f_S_A_match_the_credit_functions_and_teacher(root: Path) -> None
     assert torch.allclose(dump["f"], f, atol=1e-6)
     S = trajectory_scores(f, mask, 0.99)
     assert torch.allclose(dump["S"], S, atol=1e-5)
-    A = broadcast(gropd_advantages(S, 8, 0.25, eps=1e-6, std="unbiased"), mask)
+    groups = S.reshape(-1, 8)  # A_i = ((S_i − μ) + λμ) / (σ + ε), λ = .25, Bessel σ, by hand
+    mu, sigma = groups.mean(1, keepdim=True), groups.std(1, keepdim=True)
+    A = broadcast(((groups - mu + 0.25 * mu) / (sigma + 1e-6)).reshape(-1), mask)
     assert torch.allclose(dump["advantages"], A, atol=1e-5)
     record = run_dir.read_metrics()[0]
     assert record["mean_feedback"] == pytest.approx((f.sum() / mask.sum()).item(), rel=1e-5)
+
+
+def test_constant_advantage_is_minus_the_first_batch_mean_abs_feedback_also_after_a_resume(root: Path) -> None:
+    extra = ["method=constant", "train.steps=2", "train.dump_steps=[1,2]", "train.checkpoint_every=1"]
+    status, run_dir = run(root, MATCHED, extra)
+    assert status["status"] == "finished"
+    dumps = [torch.load(run_dir.root / "batches" / f"step_{step}_rank0.pt") for step in (1, 2)]
+    c = float((dumps[0]["f"].abs() * dumps[0]["mask"]).sum() / dumps[0]["mask"].sum())
+    records = run_dir.read_metrics()
+    assert [r["constant_c"] for r in records] == pytest.approx([c, c], rel=1e-6)
+    for dump in dumps:  # −c on every response token, 0 elsewhere, whatever the teacher said
+        assert torch.equal(dump["advantages"], torch.where(dump["mask"].bool(), -records[0]["constant_c"], 0.0))
+    # interrupted after step 1: the resumed step 2 takes c from step 1, not from its own batch
+    shutil.rmtree(run_dir.root / "checkpoints" / "step_2")
+    for done in ("final", "eval"):
+        shutil.rmtree(run_dir.root / done)
+    run_dir.update_status(status="running", step=1)
+    status, _ = run(root, MATCHED, extra)
+    assert status["status"] == "finished"
+    timing = lambda r: {k: v for k, v in r.items() if not k.startswith("time_")}  # noqa: E731
+    assert [timing(r) for r in run_dir.read_metrics()] == [timing(r) for r in records]
 
 
 def test_cross_pattern_feedback_is_larger_than_matched(root: Path) -> None:

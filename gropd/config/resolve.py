@@ -89,7 +89,8 @@ def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] |
 
 
 def check_against_manifests(config: RunConfig, manifests: Manifests, origins: Origins) -> None:
-    """Cross-file checks: the pairing, model, mode and suites exist; GR-OPD has G >= 2."""
+    """Cross-file checks: the pairing, model, mode and suites exist; GR-OPD has G >= 2; fullkl has a
+    transformers teacher."""
     where = lambda key: origin_of(origins, key)  # noqa: E731
     profile_models = manifests.models.get(config.profile, {})
     profile_suites = manifests.suites.get(config.profile, {})
@@ -112,6 +113,14 @@ def check_against_manifests(config: RunConfig, manifests: Manifests, origins: Or
                 "train.group_size",
                 f"G = {config.train.group_size}",
                 "G >= 2 for GR-OPD (group statistics need at least two responses)",
+            )
+        if config.method == "fullkl" and config.backend.teacher != "hf":
+            raise ConfigError(
+                where("backend.teacher"),
+                "backend.teacher",
+                f"{config.backend.teacher!r} with method fullkl",
+                "hf: the exact KL needs the teacher's whole distribution at every response position; vLLM returns "
+                "only top-k log-probs, and a top-k approximation is not implemented (not shown to be right)",
             )
     else:
         if config.model not in profile_models:

@@ -100,6 +100,20 @@ class OPDSettings(Strict):
     """Vanilla OPD has no parameters: A_{i,t} = f_{i,t}."""
 
 
+class ConstantSettings(Strict):
+    """The constant control (beyond the paper): A_{i,t} = −c. `c` null: the mean |f| of the untrained
+    student's first rollout batch, recorded in every metrics record as `constant_c`."""
+
+    c: float | None = Field(default=None, gt=0)
+
+
+class FeedbackSettings(Strict):
+    """What the credit rules see of f. `zero_format_tokens`: f = 0 at each response's first token and at
+    its stop token (the cross-pattern control: the teacher's verdict on the format, not the content)."""
+
+    zero_format_tokens: bool = False
+
+
 class CollapseRule(Strict):
     reward_window: int = Field(ge=1)
     reward_fraction: float = Field(ge=0, le=1)
@@ -109,6 +123,7 @@ class CollapseRule(Strict):
 
 
 class EvalSettings(Strict):
+    first_question: int = Field(default=0, ge=0)  # questions [first_question, first_question + questions) of each suite
     questions: int | None = Field(default=None, ge=1)
     batch_prompts: int = Field(ge=1)
     seed: int = 0
@@ -165,13 +180,15 @@ class RunConfig(Strict):
     grid: str | None = None
     seed: int = 0
     pairing: str | None = None
-    method: Literal["gropd", "opd", "raw"] | None = None
+    method: Literal["gropd", "opd", "raw", "constant", "fullkl"] | None = None
     model: str | None = None
     mode: Literal["default", "think", "nothink"] | None = None
     train: TrainSettings
     sampling: SamplingBlock
     gropd: GROPDSettings
     opd: OPDSettings = OPDSettings()
+    constant: ConstantSettings = ConstantSettings()
+    feedback: FeedbackSettings = FeedbackSettings()
     collapse: CollapseRule
     eval: EvalSettings
     prompt: PromptSettings

@@ -27,7 +27,7 @@ def chunk_tokens(vocab: int) -> int:
     return max(1, CHUNK_ELEMENTS // vocab)
 
 
-def _chunk_log_probs(
+def chunk_log_probs(
     hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float
 ) -> torch.Tensor:
     """log_softmax((h Wᵀ + b) / τ) in float32 `[c, V]` for one chunk of hidden states `[c, H]`."""
@@ -43,7 +43,7 @@ class _TokenLogProbs(torch.autograd.Function):
         entropy = hidden.new_empty(hidden.shape[0] if with_entropy else 0, dtype=torch.float32)
         for start in range(0, hidden.shape[0], chunk):
             rows = slice(start, start + chunk)
-            log_probs = _chunk_log_probs(hidden[rows], weight, bias, temperature)
+            log_probs = chunk_log_probs(hidden[rows], weight, bias, temperature)
             chosen[rows] = log_probs.gather(-1, targets[rows, None]).squeeze(-1)
             if with_entropy:
                 entropy[rows] = -log_probs.exp().mul_(log_probs).sum(-1)
@@ -75,7 +75,7 @@ class _TokenLogProbs(torch.autograd.Function):
         for start in range(0, hidden.shape[0], ctx.chunk):
             rows = slice(start, start + ctx.chunk)
             grad_logits = _chunk_grad_logits(
-                _chunk_log_probs(hidden[rows], weight, bias, ctx.temperature),
+                chunk_log_probs(hidden[rows], weight, bias, ctx.temperature),
                 targets[rows],
                 None if grad_chosen is None else grad_chosen[rows],
                 None if grad_entropy is None else (grad_entropy[rows], entropy[rows]),

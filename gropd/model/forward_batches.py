@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 
-from gropd.model.logprobs import rows_logprobs
+from gropd.model.logprobs import TokenScore, logprob_score, rows_scores
 
 
 def forward_cost(prompt_ids: list[list[int]], response_ids: list[list[int]], rows: list[int], share: bool) -> int:
@@ -60,6 +60,34 @@ def even_out(forwards: list[list[int]], count: int) -> list[list[int]]:
     return parts
 
 
+def no_grad_scores(
+    model: torch.nn.Module,
+    prompt_ids: list[list[int]],
+    response_ids: list[list[int]],
+    pad_id: int,
+    device: torch.device,
+    max_tokens: int,
+    score: TokenScore,
+    share_prompts: bool = False,
+    forwards: Callable[[int], int] | None = None,
+) -> torch.Tensor:
+    """`rows_scores` of all rows `[B, T, k]` (T = the longest response), no gradient, in the forwards of
+    plan_forwards; `forwards(n)` turns this rank's count n into the count every rank runs (even_out)."""
+    length = max(1, max((len(r) for r in response_ids), default=0))
+    plan = plan_forwards(prompt_ids, response_ids, max_tokens, share_prompts=share_prompts)
+    if forwards is not None:
+        plan = even_out(plan, forwards(len(plan)))
+    out: torch.Tensor | None = None
+    with torch.no_grad():
+        for rows in plan:
+            got = rows_scores(model, prompt_ids, response_ids, rows or [0], pad_id, device, score, None, share_prompts)
+            if out is None:
+                out = torch.zeros(len(response_ids), length, got.shape[-1], dtype=got.dtype, device=device)
+            if rows:
+                out[torch.tensor(rows, device=device), : got.shape[1]] = got
+    return out
+
+
 def no_grad_logprobs(
     model: torch.nn.Module,
     prompt_ids: list[list[int]],
@@ -72,23 +100,7 @@ def no_grad_logprobs(
     share_prompts: bool = False,
     forwards: Callable[[int], int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`rows_logprobs` of all rows `[B, T]` (T = the longest response), no gradient, in the forwards of
-    plan_forwards; `forwards(n)` turns this rank's count n into the count every rank runs (even_out)."""
-    length = max(1, max((len(r) for r in response_ids), default=0))
-    chosen = torch.zeros(len(response_ids), length, device=device)
-    entropy = torch.zeros_like(chosen) if with_entropy else None
-    plan = plan_forwards(prompt_ids, response_ids, max_tokens, share_prompts=share_prompts)
-    if forwards is not None:
-        plan = even_out(plan, forwards(len(plan)))
-    with torch.no_grad():
-        for rows in plan:
-            got, got_entropy = rows_logprobs(
-                model, prompt_ids, response_ids, rows or [0], pad_id, device, temperature, with_entropy, share_prompts
-            )
-            if not rows:
-                continue
-            index = torch.tensor(rows, device=device)
-            chosen[index, : got.shape[1]] = got
-            if entropy is not None:
-                entropy[index, : got.shape[1]] = got_entropy
-    return chosen, entropy
+    """log π `[B, T]` (and the entropy `[B, T]` if asked) of all rows, no gradient (no_grad_scores)."""
+    score = logprob_score(temperature, with_entropy)
+    values = no_grad_scores(model, prompt_ids, response_ids, pad_id, device, max_tokens, score, share_prompts, forwards)
+    return values[..., 0].contiguous(), values[..., 1].contiguous() if with_entropy else None

@@ -16,6 +16,7 @@ import torch
 from accelerate.utils import extract_model_from_parallel
 from transformers import DynamicCache
 
+from gropd.model.chunked_kl import token_reverse_kl
 from gropd.model.chunked_logprobs import token_logprobs
 
 
@@ -54,45 +55,83 @@ def pack(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int
     )
 
 
-def response_logprobs(
-    model: torch.nn.Module, batch: PackedBatch, temperature: float = 1.0, with_entropy: bool = False
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log π(y_t | h_t) `[B, T]` (0 on padding) and, if asked, the policy entropy `[B, T]`.
+TokenScore = Callable[[torch.Tensor, torch.nn.Linear, torch.Tensor], torch.Tensor]
+"""(final hidden states `[N, H]` of N real response tokens, the LM head, their payload `[N, ...]`) -> `[N, k]`."""
 
-    Logits are divided by `temperature` first, so the numbers are those of the
-    distribution the sampler drew from. Gradients flow when the caller allows them.
-    Only the response positions reach the LM head (`logits_to_keep`), only its real
-    tokens go through the head, chunk by chunk (`gropd.model.chunked_logprobs`): no
-    `[B, P+T, V]` logits are made.
+
+def logprob_score(temperature: float = 1.0, with_entropy: bool = False) -> TokenScore:
+    """log π(y | h) per token, and the entropy if asked (`[N, 1]` or `[N, 2]`); the payload is y `[N]`.
+
+    Logits are divided by `temperature` first, so the numbers are those of the distribution the sampler
+    drew from; only `[chunk, V]` logits exist at a time (`gropd.model.chunked_logprobs`)."""
+
+    def score(hidden: torch.Tensor, head: torch.nn.Linear, targets: torch.Tensor) -> torch.Tensor:
+        chosen, entropy = token_logprobs(hidden, head.weight, head.bias, targets, temperature, with_entropy)
+        return torch.stack([chosen, entropy] if with_entropy else [chosen], dim=-1)  # new tensors, not views (FSDP2)
+
+    return score
+
+
+def reverse_kl_score(teacher_head: torch.nn.Linear, temperature: float = 1.0) -> TokenScore:
+    """KL(π_S(·|h) ‖ π_T(·|h)) per token over the whole vocabulary (`[N, 1]`); the payload is the teacher's
+    final hidden states at the same positions `[N, H_T]` (gropd/model/chunked_kl.py)."""
+
+    def score(hidden: torch.Tensor, head: torch.nn.Linear, teacher_hidden: torch.Tensor) -> torch.Tensor:
+        return token_reverse_kl(hidden, head, teacher_hidden, teacher_head, temperature)[:, None]
+
+    return score
+
+
+def with_hidden(score: TokenScore) -> TokenScore:
+    """`score` followed by the hidden states themselves, in float32: `[N, k + H]` (the teacher's pass for
+    `fullkl` scores f and keeps what its distribution is computed from)."""
+    return lambda hidden, head, payload: torch.cat([score(hidden, head, payload), hidden.float()], dim=-1)
+
+
+def response_scores(
+    model: torch.nn.Module, batch: PackedBatch, score: TokenScore, payload: torch.Tensor | None = None
+) -> torch.Tensor:
+    """`score` at every real response token, `[B, T, k]` (0 on padding); `payload` `[B, T, ...]` (default:
+    the response tokens y). Gradients flow when the caller allows them.
+
+    Only the response positions reach the LM head (`logits_to_keep`) and only its real tokens go through
+    `score`: no `[B, P+T, V]` logits are made.
     """
     width, length = batch.prompt_width, batch.response_ids.shape[1]
     if width < 1:
         raise ValueError("every row needs a prompt token: y_0 is predicted from the last prompt position")
     real = batch.response_mask.bool()  # [B, T]
-    with _head_scores_tokens(model, lambda hidden: hidden[real], batch.response_ids[real], temperature, with_entropy):
-        scores = model(
+    payload = batch.response_ids if payload is None else _pad_columns(payload, length)
+    with _head_scores_tokens(model, lambda hidden: hidden[real], payload[real], score):
+        values = model(
             input_ids=batch.input_ids,
             attention_mask=batch.attention_mask,
             position_ids=batch.position_ids,
             logits_to_keep=torch.arange(width - 1, width - 1 + length, device=real.device),  # h_t at column P-1+t
-        ).logits  # [N, 1 or 2]: the N real response tokens, row by row
-    zeros = torch.zeros(real.shape, dtype=torch.float32, device=real.device)
-    chosen = zeros.masked_scatter(real, scores[:, 0])
-    return chosen, zeros.masked_scatter(real, scores[:, 1]) if with_entropy else None
+        ).logits  # [N, k]: the N real response tokens, row by row
+    return _scatter_rows(real, values)
 
 
-def shared_prompt_logprobs(
+def response_logprobs(
+    model: torch.nn.Module, batch: PackedBatch, temperature: float = 1.0, with_entropy: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log π(y_t | h_t) `[B, T]` (0 on padding) and, if asked, the policy entropy `[B, T]` (response_scores
+    with logprob_score)."""
+    return _split(response_scores(model, batch, logprob_score(temperature, with_entropy)), with_entropy)
+
+
+def shared_prompt_scores(
     model: torch.nn.Module,
     prompts: list[list[int]],
     prompt_of_row: list[int],
     response_ids: list[list[int]],
     pad_id: int,
     device: torch.device,
-    temperature: float = 1.0,
-    with_entropy: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`response_logprobs` of rows whose prompts repeat (a group's G responses), each distinct prompt
-    forwarded once: row r answers `prompts[prompt_of_row[r]]`; outputs `[R, T]` as response_logprobs.
+    score: TokenScore,
+    payload: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """`response_scores` of rows whose prompts repeat (a group's G responses), each distinct prompt
+    forwarded once: row r answers `prompts[prompt_of_row[r]]`; output `[R, T, k]`; `payload` `[R, T, ...]`.
 
     Pass 1 runs the P distinct prompts (left-padded to W) and keeps their KV cache; its last position
     predicts y_0 of every row. The cache is then gathered to the R rows (differentiable, so the prompt's
@@ -107,12 +146,11 @@ def shared_prompt_logprobs(
     length = max(2, max(len(r) for r in response_ids))  # >= 2: pass 2 below has at least one column
     responses = torch.tensor([list(r) + [pad_id] * (length - len(r)) for r in response_ids], device=device)
     real = torch.tensor([[1] * len(r) + [0] * (length - len(r)) for r in response_ids], device=device).bool()
+    payload = responses if payload is None else _pad_columns(payload, length)
     of_row = torch.tensor(prompt_of_row, device=device)
     first = real[:, 0]
     cache = DynamicCache()
-    chosen = torch.zeros(real.shape, dtype=torch.float32, device=device)
-    entropy = torch.zeros_like(chosen) if with_entropy else None
-    with _head_scores_tokens(model, lambda h: h[:, -1][of_row][first], responses[first, 0], temperature, with_entropy):
+    with _head_scores_tokens(model, lambda h: h[:, -1][of_row][first], payload[first, 0], score):
         head = model(
             input_ids=prompt_input,
             attention_mask=prompt_mask,
@@ -121,13 +159,11 @@ def shared_prompt_logprobs(
             use_cache=True,
             logits_to_keep=1,
         ).logits
-    chosen = _scatter_column(chosen, first, 0, head[:, 0])
-    entropy = None if entropy is None else _scatter_column(entropy, first, 0, head[:, 1])
     rest = real[:, 1:]  # pass 2 always runs (at least one column): every rank makes the same model calls
     cache.batch_select_indices(of_row)
     mask = torch.cat([prompt_mask[of_row], real[:, :-1].long()], dim=1)
     start = prompt_mask.sum(1)[of_row]
-    with _head_scores_tokens(model, lambda h: h[rest], responses[:, 1:][rest], temperature, with_entropy):
+    with _head_scores_tokens(model, lambda h: h[rest], payload[:, 1:][rest], score):
         tail = model(
             input_ids=responses[:, :-1],
             attention_mask=mask,
@@ -135,11 +171,30 @@ def shared_prompt_logprobs(
             past_key_values=cache,
             use_cache=True,
         ).logits
-    chosen = torch.cat([chosen[:, :1], torch.zeros_like(chosen[:, 1:]).masked_scatter(rest, tail[:, 0])], dim=1)
-    if entropy is not None:
-        entropy = torch.cat([entropy[:, :1], torch.zeros_like(entropy[:, 1:]).masked_scatter(rest, tail[:, 1])], 1)
-    width = max(1, max(len(r) for r in response_ids))
-    return chosen[:, :width], None if entropy is None else entropy[:, :width]
+    values = torch.cat([_scatter_rows(first[:, None], head), _scatter_rows(rest, tail)], dim=1)
+    return values[:, : max(1, max(len(r) for r in response_ids))]
+
+
+def rows_scores(
+    model: torch.nn.Module,
+    prompt_ids: list[list[int]],
+    response_ids: list[list[int]],
+    rows: list[int],
+    pad_id: int,
+    device: torch.device,
+    score: TokenScore,
+    payload: torch.Tensor | None = None,
+    share_prompts: bool = False,
+) -> torch.Tensor:
+    """`score` `[len(rows), T, k]` of batch rows `rows` in one forward: packed rows (response_scores, one
+    model call), or with `share_prompts` each distinct prompt once (shared_prompt_scores, two model calls).
+    `payload` `[len(rows), T, ...]` is aligned with `rows` (default: their response tokens)."""
+    prompts, responses = [prompt_ids[r] for r in rows], [response_ids[r] for r in rows]
+    if not share_prompts:
+        return response_scores(model, pack(prompts, responses, pad_id, device), score, payload)
+    distinct: dict[tuple[int, ...], int] = {}
+    of_row = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+    return shared_prompt_scores(model, [list(p) for p in distinct], of_row, responses, pad_id, device, score, payload)
 
 
 def rows_logprobs(
@@ -153,50 +208,48 @@ def rows_logprobs(
     with_entropy: bool = False,
     share_prompts: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs (and entropies) `[len(rows), T]` of batch rows `rows` in one forward: packed rows
-    (response_logprobs, one model call), or with `share_prompts` each distinct prompt once
-    (shared_prompt_logprobs, two model calls)."""
-    prompts, responses = [prompt_ids[r] for r in rows], [response_ids[r] for r in rows]
-    if not share_prompts:
-        return response_logprobs(model, pack(prompts, responses, pad_id, device), temperature, with_entropy)
-    distinct: dict[tuple[int, ...], int] = {}
-    of_row = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
-    return shared_prompt_logprobs(
-        model, [list(p) for p in distinct], of_row, responses, pad_id, device, temperature, with_entropy
-    )
+    """Log-probs (and entropies) `[len(rows), T]` of batch rows `rows` in one forward (rows_scores)."""
+    score = logprob_score(temperature, with_entropy)
+    values = rows_scores(model, prompt_ids, response_ids, rows, pad_id, device, score, share_prompts=share_prompts)
+    return _split(values, with_entropy)
 
 
-def _scatter_column(out: torch.Tensor, rows: torch.Tensor, column: int, values: torch.Tensor) -> torch.Tensor:
-    """`out` `[R, T]` with `values` written at (rows, column), out of place (gradients flow to `values`)."""
-    part = torch.zeros_like(out[:, column]).masked_scatter(rows, values)
-    return torch.cat([out[:, :column], part[:, None], out[:, column + 1 :]], dim=1)
+def _split(values: torch.Tensor, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(log π `[B, T]`, entropy `[B, T]` or None) from logprob_score's `[B, T, 1 or 2]`."""
+    return values[..., 0].contiguous(), values[..., 1].contiguous() if with_entropy else None
+
+
+def _scatter_rows(real: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """`[B, T, k]` zeros with `values` `[N, k]` written, row by row, where `real` `[B, T]` is True; out of
+    place, so gradients flow to `values`."""
+    zeros = torch.zeros(*real.shape, values.shape[-1], dtype=values.dtype, device=values.device)
+    return zeros.masked_scatter(real[..., None].expand_as(zeros), values)
+
+
+def _pad_columns(payload: torch.Tensor, length: int) -> torch.Tensor:
+    """`payload` `[R, T, ...]` cut or zero-padded to `length` columns."""
+    if payload.shape[1] >= length:
+        return payload[:, :length]
+    pad = payload.new_zeros(payload.shape[0], length - payload.shape[1], *payload.shape[2:])
+    return torch.cat([payload, pad], dim=1)
 
 
 @contextmanager
 def _head_scores_tokens(
-    model: torch.nn.Module,
-    select: Callable[[torch.Tensor], torch.Tensor],
-    targets: torch.Tensor,
-    temperature: float,
-    with_entropy: bool,
+    model: torch.nn.Module, select: Callable[[torch.Tensor], torch.Tensor], payload: torch.Tensor, score: TokenScore
 ) -> Iterator[None]:
-    """While inside, the model's LM head maps hidden states `[B, T, H]` to `[N, 1]` (log π of
-    `targets` `[N]` at the N hidden states `select(hidden)` `[N, H]`) or `[N, 2]` (and the entropy)
-    instead of logits `[B, T, V]`.
+    """While inside, the model's LM head maps hidden states `[B, T, H]` to `score(select(hidden), head,
+    payload)` `[N, k]` (the N hidden states `select(hidden)` `[N, H]`, `payload` `[N, ...]` aligned with
+    them) instead of logits `[B, T, V]`.
 
     The head is swapped inside the model's own forward, so wrappers (DDP, FSDP2) still
     gather and reduce its weight as usual.
     """
     head = extract_model_from_parallel(model).get_output_embeddings()
     if not isinstance(head, torch.nn.Linear):
-        raise TypeError(f"response_logprobs needs a linear LM head, got {type(head).__name__}")
-
-    def scores(hidden: torch.Tensor) -> torch.Tensor:
-        chosen, entropy = token_logprobs(select(hidden), head.weight, head.bias, targets, temperature, with_entropy)
-        return torch.stack([chosen, entropy] if with_entropy else [chosen], dim=-1)  # new tensors, not views (FSDP2)
-
+        raise TypeError(f"response_scores needs a linear LM head, got {type(head).__name__}")
     own = head.__dict__.get("forward")
-    head.forward = scores
+    head.forward = lambda hidden: score(select(hidden), head, payload)
     try:
         yield
     finally:

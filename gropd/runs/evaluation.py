@@ -36,7 +36,10 @@ def suites_for(config: RunConfig, manifests: Manifests) -> dict[str, tuple[Suite
         chosen[name] = (
             spec,
             load_questions(
-                spec, revision=_dataset_revision(spec, lock, config, manifests), questions=config.eval.questions
+                spec,
+                revision=_dataset_revision(spec, lock, config, manifests),
+                questions=config.eval.questions,
+                first=config.eval.first_question,
             ),
         )
     return chosen

@@ -174,6 +174,7 @@ def build_context(
         pad_id=tokenizer.pad_token_id,
         grader=Grader(thinking=student.mode == "think"),
         dump_dir=dump_dir,
+        constant_c=config.constant.c,
     )
     pool = load_prompt_pool(config.train.prompts.source, config.profile, manifests)
     return ctx, PromptSampler(pool, config.seed)
@@ -209,6 +210,8 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
         accelerator.load_state(str(path))
         sampler.load_state_dict(state["sampler"])
         history, first = [r for r in run_dir.read_metrics() if r["step"] <= last], last + 1
+        if config.method == "constant":
+            ctx.constant_c = history[0]["constant_c"]  # c as the first batch set it
         print(f"[{config.run_id}] resuming after step {last}", file=sys.stderr)
     accelerator.wait_for_everyone()  # every rank has read the run's files before rank 0 rewrites one
     if accelerator.is_main_process:
@@ -295,7 +298,8 @@ def lr_factor(update: int, total: int, name: str, warmup_steps: int, min_lr_rati
 # Decided from the metrics history alone, so a resumed run decides exactly as an
 # uninterrupted one. Verifier reward is a monitor here, never part of the objective.
 
-FINITE_KEYS = ("loss", "mean_advantage_abs", "grad_norm")
+FINITE_KEYS = ("loss", "grad_norm")
+FINITE_IF_PRESENT = ("mean_advantage_abs", "kl_mean")  # the advantage methods' |A|; fullkl's mean KL
 
 
 def collapse_reason(history: list[dict[str, Any]], rule: CollapseRule) -> str | None:
@@ -307,9 +311,9 @@ def collapse_reason(history: list[dict[str, Any]], rule: CollapseRule) -> str | 
     Length rule: `frac_at_len_cap` >= len_cap_fraction for `len_cap_patience` consecutive steps.
     """
     last = history[-1]
-    for key in FINITE_KEYS:
+    for key in FINITE_KEYS + tuple(key for key in FINITE_IF_PRESENT if key in last):
         value = last.get(key)
-        if value is None or not math.isfinite(value):
+        if value is None or not math.isfinite(value):  # None: NaN, as metrics records write it
             return f"non-finite {key} ({value}) at step {last['step']}"
     averages = _trailing_means([record["verifier_reward"] for record in history], rule.reward_window)
     if averages and averages[0] > 0:

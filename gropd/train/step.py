@@ -36,10 +36,17 @@ from accelerate.utils import gather_object
 from eval.files import atomic_write_with
 from eval.grading import Grader
 from eval.suites import Question
-from gropd.credit import pressure, token_advantages, token_feedback, trajectory_scores
-from gropd.loss import clipped_policy_loss
+from gropd.credit import (
+    CreditSettings,
+    pressure,
+    token_advantages,
+    token_feedback,
+    trajectory_scores,
+    without_format_tokens,
+)
+from gropd.loss import clipped_policy_loss, full_kl_loss
 from gropd.model.forward_batches import even_out, no_grad_logprobs, plan_forwards
-from gropd.model.logprobs import PackedBatch, pack, rows_logprobs
+from gropd.model.logprobs import PackedBatch, pack, reverse_kl_score, rows_logprobs, rows_scores
 from gropd.model.rollout.base import RolloutBatch, RolloutEngine, SamplingSettings
 from gropd.model.teacher.base import TeacherScorer
 
@@ -61,6 +68,7 @@ class Rollout:
     seconds: dict[str, float]
     sampler_gap: float | None = None  # Σ |recompute − sampler| over response tokens, where both exist
     forwards: int | None = None  # this rank's planned forwards of the π_S,old recompute (before even_out)
+    teacher_hidden: torch.Tensor | None = None  # [B, T, H_T]: the teacher's full distribution (method fullkl)
 
 
 @dataclass
@@ -79,6 +87,7 @@ class StepContext:
     pad_id: int
     grader: Grader  # built with thinking = (student mode is think)
     dump_dir: Path | None = None  # where dump_steps' tensors go (dump_path: batches/step_<N>_rank<R>.pt)
+    constant_c: float | None = None  # c of method constant: config.constant.c, or set from the first batch
 
     def busiest(self, count: int) -> int:
         """The largest `count` over the data-parallel ranks (every rank calls it: a collective)."""
@@ -102,7 +111,8 @@ def step_seed(seed: int, step: int, rank: int) -> int:
 
 def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: int, step: int = 1) -> Rollout:
     """Sample G responses per prompt, score them under the teacher, and compute f, S and A
-    (A by `config.method`'s credit rule; None when the run has no method, as a scoring pass)."""
+    (A by `config.method`'s credit rule; None when the run has no method, as a scoring pass, or for fullkl,
+    whose loss takes the teacher's whole distribution instead)."""
     G, device = config.train.group_size, ctx.accelerator.device
     sampling = SamplingSettings(config.sampling.temperature, config.sampling.top_p, config.sampling.max_new_tokens)
     t0 = time.perf_counter()
@@ -110,7 +120,11 @@ def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: i
     batch = ctx.engine.generate([ctx.student_prompt(q.question) for q in questions], G, sampling, seed)
     t1 = time.perf_counter()
     teacher_prompts = [ctx.teacher_prompt(q.question) for q in questions for _ in range(G)]
-    teacher_rows = ctx.teacher.score(teacher_prompts, batch.response_ids)
+    teacher_hidden = None
+    if config.method == "fullkl":
+        teacher_rows, teacher_hidden = ctx.teacher.score_with_hidden(teacher_prompts, batch.response_ids)
+    else:
+        teacher_rows = ctx.teacher.score(teacher_prompts, batch.response_ids)
     t2 = time.perf_counter()
     packed = pack(batch.prompt_ids, batch.response_ids, ctx.pad_id, device)
     width = packed.response_ids.shape[1]
@@ -118,22 +132,16 @@ def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: i
     teacher_logp = rows_tensor(teacher_rows, width, device)
     mask = packed.response_mask
     f = token_feedback(teacher_logp, logp_old, mask)
-    g = config.gropd
+    if config.feedback.zero_format_tokens:
+        stopped = torch.tensor([reason == "stop" for reason in batch.finish_reasons], device=device)
+        f = without_format_tokens(f, mask, stopped)
+    if config.method == "constant" and ctx.constant_c is None:
+        totals = ctx.mean_over_ranks({"abs_f": float(f.abs().sum()), "tokens": float(mask.sum())})
+        ctx.constant_c = totals["abs_f"] / totals["tokens"]  # mean |f| over the first batch's response tokens
     advantages, stats = (None, {"degenerate_groups": 0})
-    if config.method is not None:
-        advantages, stats = token_advantages(
-            config.method,
-            f,
-            mask,
-            gamma=g.gamma,
-            group_size=G,
-            lam=g.lam,
-            eps=g.eps,
-            std=g.std,
-            sigma_floor=g.sigma_floor,
-            degenerate=g.degenerate,
-        )
-    scores = trajectory_scores(f, mask, g.gamma)
+    if config.method not in (None, "fullkl"):
+        advantages, stats = token_advantages(config.method, f, mask, credit_settings(config, ctx.constant_c))
+    scores = trajectory_scores(f, mask, config.gropd.gamma)
     seconds = {"rollout": t1 - t0, "teacher": t2 - t1, "credit": time.perf_counter() - t2}
     return Rollout(
         questions,
@@ -149,6 +157,22 @@ def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: i
         seconds,
         gap,
         forwards,
+        teacher_hidden,
+    )
+
+
+def credit_settings(config, constant_c: float | None) -> CreditSettings:
+    """The credit rules' settings from the run's config (γ, λ, ε, σ convention, degenerate rule; c)."""
+    g = config.gropd
+    return CreditSettings(
+        group_size=config.train.group_size,
+        gamma=g.gamma,
+        lam=g.lam,
+        eps=g.eps,
+        std=g.std,
+        sigma_floor=g.sigma_floor,
+        degenerate=g.degenerate,
+        constant=constant_c,
     )
 
 
@@ -215,15 +239,16 @@ def assign_prompts(count: int, seed: int, rank: int, world: int) -> list[int]:
 
 
 def update_policy(ctx: StepContext, config, rollout: Rollout) -> dict[str, float]:
-    """Clipped updates over minibatches (consecutive local rows; see assign_prompts), with gradient
-    accumulation over the minibatch's forwards (plan_forwards: at most per_device_batch responses and
-    backend.max_tokens_per_forward packed tokens each, as many on every rank: even_out)."""
+    """Clipped updates (or, for fullkl, exact-KL updates) over minibatches (consecutive local rows; see
+    assign_prompts), with gradient accumulation over the minibatch's forwards (plan_forwards: at most
+    per_device_batch responses and backend.max_tokens_per_forward packed tokens each, as many on every rank:
+    even_out)."""
     t, b = config.train, config.backend
     prompts, responses = rollout.batch.prompt_ids, rollout.batch.response_ids
     B = len(responses)
     local_minibatch = t.minibatch_responses // ctx.accelerator.num_processes
     mask = rollout.packed.response_mask.cpu()
-    sums: dict[str, list[float]] = {"loss": [], "clip_frac": [], "approx_kl": [], "ratio_mean": [], "grad_norm": []}
+    sums: dict[str, list[float]] = {"loss": [], "grad_norm": []}
     ctx.model.train()
     for start in range(0, B, local_minibatch):
         minibatch = list(range(start, min(start + local_minibatch, B)))
@@ -238,33 +263,13 @@ def update_policy(ctx: StepContext, config, rollout: Rollout) -> dict[str, float
             )
         ]
         for rows in even_out(local, ctx.busiest(len(local))):
-            logp_new, _ = rows_logprobs(
-                ctx.model,
-                prompts,
-                responses,
-                rows or [minibatch[0]],
-                ctx.pad_id,
-                ctx.accelerator.device,
-                config.sampling.temperature,
-                share_prompts=b.share_prompt_forward,
-            )
             index = torch.tensor(rows or [minibatch[0]])
-            width = logp_new.shape[1]
-            row_mask = rollout.packed.response_mask[index, :width]
-            loss, stats = clipped_policy_loss(
-                logp_new,
-                rollout.logp_old[index, :width],
-                rollout.advantages[index, :width],
-                row_mask,
-                t.clip_low,
-                t.clip_high,
-                t.agg,
-            )
+            loss, stats = _micro_batch_loss(ctx, config, rollout, index.tolist())
             weight = _minibatch_weight(index, mask, torch.tensor(minibatch), t.agg, ctx.accelerator) if rows else 0.0
             ctx.accelerator.backward(loss * weight)
             if rows:
-                for key in ("clip_frac", "approx_kl", "ratio_mean"):
-                    sums[key].append(float(stats[key]))
+                for key, value in stats.items():
+                    sums.setdefault(key, []).append(float(value))
                 sums["loss"].append(float(loss.detach()))
         grad_norm = ctx.accelerator.clip_grad_norm_(ctx.model.parameters(), t.max_grad_norm)
         sums["grad_norm"].append(float(grad_norm))
@@ -272,6 +277,38 @@ def update_policy(ctx: StepContext, config, rollout: Rollout) -> dict[str, float
         ctx.scheduler.step()
         ctx.optimizer.zero_grad(set_to_none=True)
     return ctx.mean_over_ranks({key: sum(values) / len(values) for key, values in sums.items()})
+
+
+def _micro_batch_loss(
+    ctx: StepContext, config, rollout: Rollout, rows: list[int]
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One forward's loss over rollout rows `rows` and its stats: the clipped surrogate on A, or for fullkl
+    the exact per-token KL to the teacher's whole distribution (gropd/loss.py)."""
+    t, b = config.train, config.backend
+    prompts, responses = rollout.batch.prompt_ids, rollout.batch.response_ids
+    index = torch.tensor(rows)
+    device, temperature = ctx.accelerator.device, config.sampling.temperature
+    if config.method == "fullkl":
+        score = reverse_kl_score(ctx.teacher.head, temperature)
+        payload = rollout.teacher_hidden[index.to(rollout.teacher_hidden.device)]
+        kl = rows_scores(
+            ctx.model, prompts, responses, rows, ctx.pad_id, device, score, payload, b.share_prompt_forward
+        )
+        width = kl.shape[1]
+        return full_kl_loss(kl[..., 0], rollout.packed.response_mask[index, :width], t.agg)
+    logp_new, _ = rows_logprobs(
+        ctx.model, prompts, responses, rows, ctx.pad_id, device, temperature, share_prompts=b.share_prompt_forward
+    )
+    width = logp_new.shape[1]
+    return clipped_policy_loss(
+        logp_new,
+        rollout.logp_old[index, :width],
+        rollout.advantages[index, :width],
+        rollout.packed.response_mask[index, :width],
+        t.clip_low,
+        t.clip_high,
+        t.agg,
+    )
 
 
 def grade_rollout(ctx: StepContext, config, rollout: Rollout) -> list[float]:
@@ -320,11 +357,10 @@ def rollout_metrics(ctx: StepContext, config, rollout: Rollout, rewards: list[fl
         "mean_abs_feedback": sum(joined["f_abs_sum"]) / tokens,
         "mean_score": mean(joined["S"]),
         "entropy": sum(joined["entropy_sum"]) / tokens,
-        "mean_advantage_abs": None if None in joined["adv_abs_sum"] else sum(joined["adv_abs_sum"]) / tokens,
         "sampler_logprob_gap": None if None in joined["gap_sum"] else sum(joined["gap_sum"]) / tokens,
         "logprob_forwards_min": None if None in joined["forwards"] else min(joined["forwards"]),
         "logprob_forwards_max": None if None in joined["forwards"] else max(joined["forwards"]),
-    }
+    } | ({} if None in joined["adv_abs_sum"] else {"mean_advantage_abs": sum(joined["adv_abs_sum"]) / tokens})
 
 
 def train_step(ctx: StepContext, config, questions: list[Question], step: int) -> dict[str, Any]:
@@ -342,6 +378,7 @@ def train_step(ctx: StepContext, config, questions: list[Question], step: int) -
         **rollout_metrics(ctx, config, rollout, rewards),
         **update,
         "lr": ctx.scheduler.get_last_lr()[0],
+        **({"constant_c": ctx.constant_c} if config.method == "constant" else {}),
         "time_rollout_s": rollout.seconds["rollout"],
         "time_teacher_s": rollout.seconds["teacher"],
         "time_update_s": t1 - t0 + rollout.seconds["credit"],
