@@ -22,7 +22,6 @@ from gropd.model.fit import (
     SAMPLER_ROWS,
     Architecture,
     FitError,
-    Trainer,
     describe,
     describe_trainer,
     estimate,
@@ -158,7 +157,7 @@ def require_fits(config: RunConfig, manifests: Manifests, gpu_bytes: int, world:
 
 def require_trainer_fits(
     config: RunConfig, manifests: Manifests, gpu_bytes: int, engines: list[Engine], shards: int
-) -> Trainer:
+) -> None:
     """FitError unless the trainer + the engines' shares fit the GPU; a note when a served teacher leaves its
     share of the card unused."""
     b, t = config.backend, config.train
@@ -194,7 +193,6 @@ def require_trainer_fits(
                 "engine's KV cache that room",
                 file=sys.stderr,
             )
-    return trainer
 
 
 def preflight(config: RunConfig, manifests: Manifests) -> None:
