@@ -14,6 +14,10 @@ questions are sampled again, with the same chunk seed, so a resumed evaluation d
 what an uninterrupted one would have; only the missing questions are graded and written.
 
 `out_dir/summary.json` (layout in results/README.md) is written atomically at the end.
+
+Several processes can share one evaluation, each a shard that samples some of the chunks
+(eval/shards.py: who samples what, where the shards write, how rank 0 merges them); the records
+are the same whatever the number of shards.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any, Protocol
 from eval.files import atomic_write_text, read_jsonl
 from eval.grading import Grader
 from eval.metrics import avg_at_k, macro, maj_at_k, mean_pass_at_k, mean_tokens
+from eval.shards import assign_chunks, mark_done, part_path, remove_shards, suite_files, wait_for_shards
 from eval.suites import Question, SuiteSpec
 
 Record = dict[str, Any]
@@ -54,9 +59,9 @@ def chunk_seed(seed: int, suite: str, chunk: int) -> int:
     return (seed * 1_000_003 + zlib.crc32(f"{suite}:{chunk}".encode())) % 2**31
 
 
-def read_records(path: Path) -> list[Record]:
+def read_records(path: Path, note: bool = True) -> list[Record]:
     """Records of a suite file; a torn last line is dropped, other bad lines raise (read_jsonl)."""
-    return read_jsonl(path, f"delete {path} (its suite is evaluated again)")
+    return read_jsonl(path, f"delete {path} (its suite is evaluated again)", note)
 
 
 def complete_records(records: list[Record], questions: list[Question], k: int) -> dict[str, list[Record]]:
@@ -162,19 +167,29 @@ def evaluate_suite(
     batch_prompts: int,
     seed: int,
     progress: bool,
+    shard: tuple[int, int] = (0, 1),
+    owned: set[int] | None = None,
     **sample_args: Any,
-) -> dict:
-    """Evaluate (or finish evaluating) one suite; returns its summary entry."""
+) -> None:
+    """Sample (or finish sampling) this shard's chunks of one suite (`owned`: chunk indices, None for all),
+    appending their records to the shard's file (eval/shards.py)."""
     if len({q.id for q in questions}) != len(questions):
         raise ValueError(f"suite '{name}': question ids are not unique")
-    path = out_dir / f"{name}.jsonl"
-    done = resume_suite(path, questions, spec.k)
+    rank, world = shard
+    path = part_path(out_dir, name, rank, world)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    done: dict[str, list[Record]] = {}
+    for other in suite_files(out_dir, name):
+        if other != path:
+            done |= complete_records(read_records(other, note=False), questions, spec.k)
+    done |= resume_suite(path, questions, spec.k)
+    label = name if world == 1 else f"{name} shard {rank}/{world}"
     if progress and done:
-        print(f"[eval {name}] resuming: {len(done)}/{len(questions)} questions complete", file=sys.stderr)
+        print(f"[eval {label}] resuming: {len(done)}/{len(questions)} questions complete", file=sys.stderr)
     start, new = time.monotonic(), 0
     for index, chunk in chunks(questions, batch_prompts):
         todo = {q.id for q in chunk} - done.keys()
-        if not todo:
+        if not todo or (owned is not None and index not in owned):
             continue
         records = sample_chunk(engine, chunk, todo, k=spec.k, seed=chunk_seed(seed, name, index), **sample_args)
         append_records(path, records)
@@ -182,7 +197,18 @@ def evaluate_suite(
             done.setdefault(record["question_id"], []).append(record)
         new += len(todo)
         if progress:
-            report_progress(name, len(done), len(questions), new, time.monotonic() - start)
+            report_progress(label, len(done), len(questions), new, time.monotonic() - start)
+
+
+def merge_suite(out_dir: Path, name: str, spec: SuiteSpec, questions: list[Question]) -> dict:
+    """Write out_dir/<name>.jsonl from every file of the suite, in suite order; return its summary entry."""
+    done: dict[str, list[Record]] = {}
+    for path in suite_files(out_dir, name):
+        done |= complete_records(read_records(path), questions, spec.k)
+    missing = [q.id for q in questions if q.id not in done]
+    if missing:
+        raise RuntimeError(f"suite '{name}': no complete records of questions {missing[:5]} after every shard")
+    atomic_write_text(out_dir / f"{name}.jsonl", "".join(json.dumps(r) + "\n" for q in questions for r in done[q.id]))
     return suite_summary(spec, questions, done)
 
 
@@ -202,32 +228,56 @@ def evaluate_model(
     grade_timeout_s: float = 5.0,
     grade_workers: int | None = None,
     progress: bool = True,
-) -> dict:
+    shard: tuple[int, int] = (0, 1),
+) -> dict | None:
     """Avg@K evaluation of the engine's model on `suites`; writes records and summary.json.
 
     render_prompt(question) -> prompt token ids; decode(response ids) -> text (keep
     `</think>` in it). `thinking=True` when the prompt opens the think block itself, so a
-    response without `</think>` has no answer. Returns the summary dict.
+    response without `</think>` has no answer. `shard` = (rank, world): this process samples its
+    chunks of the evaluation (eval/shards.py); rank 0 then waits for the others, merges and returns
+    the summary dict, the other ranks return None.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    entries = {}
+    rank, world = shard
+    plan = [
+        (name, index, len(chunk) * spec.k)
+        for name, (spec, qs) in suites.items()
+        for index, chunk in chunks(qs, batch_prompts)
+    ]
+    owners = assign_chunks([cost for _, _, cost in plan], world)
+    mine = {(name, index) for (name, index, _), owner in zip(plan, owners, strict=True) if owner == rank}
     with Grader(timeout_s=grade_timeout_s, workers=grade_workers, thinking=thinking) as grader:
-        for name, (spec, questions) in suites.items():
-            entries[name] = evaluate_suite(
-                engine,
-                name,
-                spec,
-                questions,
-                out_dir=out,
-                batch_prompts=batch_prompts,
-                seed=seed,
-                progress=progress,
-                render_prompt=render_prompt,
-                decode=decode,
-                sampling=sampling,
-                grader=grader,
-            )
+
+        def sample_suites(everything: bool) -> None:
+            for name, (spec, questions) in suites.items():
+                evaluate_suite(
+                    engine,
+                    name,
+                    spec,
+                    questions,
+                    out_dir=out,
+                    batch_prompts=batch_prompts,
+                    seed=seed,
+                    progress=progress,
+                    shard=shard,
+                    owned=None if everything else {index for suite, index in mine if suite == name},
+                    render_prompt=render_prompt,
+                    decode=decode,
+                    sampling=sampling,
+                    grader=grader,
+                )
+
+        sample_suites(everything=False)
+        if rank:
+            mark_done(out, rank, world)
+            return None
+        if world > 1:
+            wait_for_shards(out, world)
+            sample_suites(everything=True)  # whatever no shard left on disk (normally nothing)
+    entries = {name: merge_suite(out, name, spec, questions) for name, (spec, questions) in suites.items()}
+    remove_shards(out)
     summary = {
         "model": model,
         "mode": mode,

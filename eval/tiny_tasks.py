@@ -113,11 +113,6 @@ def eval_questions(task: str, n: int) -> list[dict]:
     return [_record(task, parse_operands(q), f"{task}-{i:04d}") for i, q in enumerate(_eval_pool(task)[:n])]
 
 
-def all_eval_questions() -> frozenset[str]:
-    """Every evaluation question of every task (the set training must avoid)."""
-    return frozenset(q for task in TASKS for q in _eval_pool(task))
-
-
 # Tasks with few distinct questions: 90 x 90 ordered pairs, 90 choose 2 pairs, 900 x 8.
 _SMALL_SPACES = {"add": 90 * 90, "sub": 90 * 89 // 2, "mul": 900 * 8}
 

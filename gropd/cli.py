@@ -4,6 +4,7 @@
     python -m gropd.cli grid    G ... [--profile P] [--seeds N] [--jobs N] [--dry-run] [--force]
                                      [key.path=value ...]
     python -m gropd.cli run     RUN_ID [--profile P] [--force] [key.path=value ...]
+    python -m gropd.cli evaluate RUN_ID [--profile P] [key.path=value ...]   (one shard per launched process)
     python -m gropd.cli status  [--profile P ...] [key.path=value ...]
     python -m gropd.cli report  NAME ... [--profile P]
     python -m gropd.cli pin     [--profile paper]
@@ -16,6 +17,7 @@ Bad input exits with status 2 and a message naming the file, key and expectation
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -107,6 +109,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from gropd.runs.pipeline import evaluate
+
+    manifests = load_manifests(EXPERIMENTS)
+    config = _resolve(manifests, args.profile, args.run_id, args.overrides, args.results)
+    status = evaluate(config, manifests, args.results, args.shard)
+    print(f"{config.run_id}: {status.get('status')}")
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from gropd.runs.status import format_table, status_rows
 
@@ -175,6 +187,8 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="run one run id (train if needed, then evaluate)")
     run.add_argument("run_id")
     run.add_argument("--force", action="store_true")
+    evaluate = sub.add_parser("evaluate", parents=[common], help="evaluate a trained run (a shard per process)")
+    evaluate.add_argument("run_id")
     status = sub.add_parser("status", help="one table of every run of every grid, from results/")
     status.add_argument("--profile", dest="profiles", action="append", help="default: profiles with results")
     report = sub.add_parser("report", parents=[common], help="rebuild tables/figures from results/ only")
@@ -201,12 +215,17 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         parser().error(f"unrecognised arguments: {' '.join(bad)}")
     args.overrides = extra
+    if args.command == "evaluate":
+        from gropd.runs.evaluation import claim_shard
+
+        args.shard = claim_shard(os.environ)  # before anything asks CUDA (default_profile does)
     if getattr(args, "profile", "x") is None:
         args.profile = default_profile()
     handlers = {
         "runs": cmd_runs,
         "grid": cmd_grid,
         "run": cmd_run,
+        "evaluate": cmd_evaluate,
         "status": cmd_status,
         "report": cmd_report,
         "pin": cmd_pin,

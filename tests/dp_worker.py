@@ -3,7 +3,11 @@
 `python tests/dp_worker.py OUT single` runs one process; under `torchrun --nproc_per_node 2`
 the modes `ddp` (accelerate's prepare: DistributedDataParallel over gloo) and `fsdp2`
 (torch's fully_shard per decoder layer, parameters sharded over the 2 CPU processes) run
-the trainer's own `assign_prompts` and `update_policy`; rank 0 writes the weights to OUT.
+the trainer's own `assign_prompts` and `update_policy`; rank 0 writes the weights and the number
+of DDP gradient all-reductions (a comm hook counts them; 0 for fsdp2) to OUT.
+Mode `responses` (4 processes, DDP) takes minibatches of 8 responses = 2 prompts of G = 4, fewer
+prompts than processes: each rank's share is 2 responses, part of a group; `single-responses` is
+one process that updates on the same global minibatches (rank r's k-th share, r = 0..3, in a row).
 Mode `uneven` (fsdp2 sharding, a 20-second process-group timeout) runs the trainer's π_S,old
 recompute on 4 rows a rank, responses of 5 tokens on rank 0 and 20 on rank 1 with a 40-token
 budget, and writes each rank's log-probs to OUT.<rank>.
@@ -24,23 +28,42 @@ from gropd.train.step import Rollout, StepContext, assign_prompts, update_policy
 
 PROMPTS, G, VOCAB = 8, 4, 20
 TRAIN = SimpleNamespace(
-    minibatch_responses=16, per_device_batch=4, clip_low=0.2, clip_high=0.28, agg="token-mean", max_grad_norm=1.0
+    prompts_per_batch=PROMPTS,
+    group_size=G,
+    minibatch_responses=16,
+    per_device_batch=4,
+    clip_low=0.2,
+    clip_high=0.28,
+    agg="token-mean",
+    max_grad_norm=1.0,
 )
 BACKEND = SimpleNamespace(max_tokens_per_forward=10**6, share_prompt_forward=False)
 CONFIG = SimpleNamespace(train=TRAIN, sampling=SimpleNamespace(temperature=1.0), backend=BACKEND)
+RESPONSES_WORLD = 4  # mode `responses`: 4 processes, minibatches of 8 responses (2 prompts)
+RESPONSES_CONFIG = SimpleNamespace(
+    **{**vars(CONFIG), "train": SimpleNamespace(**{**vars(TRAIN), "minibatch_responses": 8})}
+)
 
 
-def synthetic_rollout(step: int, prompts_here: list[int], model, device) -> Rollout:
-    """Prompt p's G responses and advantages depend only on (step, p), never on the process."""
+def group(step: int, p: int) -> tuple[list[int], list[tuple[list[int], torch.Tensor]]]:
+    """Prompt p's tokens and its G (response, advantages): a function of (step, p) only."""
+    g = torch.Generator().manual_seed(1000 * step + p)
+    prompt = torch.randint(1, VOCAB, (int(torch.randint(2, 6, (1,), generator=g)),), generator=g).tolist()
+    samples = []
+    for _ in range(G):
+        length = int(torch.randint(1, 7, (1,), generator=g))
+        samples.append((torch.randint(1, VOCAB, (length,), generator=g).tolist(), torch.randn(6, generator=g)))
+    return prompt, samples
+
+
+def synthetic_rollout(step: int, rows: list[tuple[int, int]], model, device) -> Rollout:
+    """Rows (prompt p, sample j) of a rollout whose every number depends only on (step, p, j)."""
     prompts, responses, advantages = [], [], []
-    for p in prompts_here:
-        g = torch.Generator().manual_seed(1000 * step + p)
-        prompt = torch.randint(1, VOCAB, (int(torch.randint(2, 6, (1,), generator=g)),), generator=g).tolist()
-        for _ in range(G):
-            length = int(torch.randint(1, 7, (1,), generator=g))
-            responses.append(torch.randint(1, VOCAB, (length,), generator=g).tolist())
-            prompts.append(prompt)
-            advantages.append(torch.randn(6, generator=g))
+    for p, j in rows:
+        prompt, samples = group(step, p)
+        prompts.append(prompt)
+        responses.append(samples[j][0])
+        advantages.append(samples[j][1])
     packed = pack(prompts, responses, 0, device)
     with torch.no_grad():
         logp_old, _ = response_logprobs(model, packed)
@@ -104,24 +127,55 @@ def uneven(out: str) -> None:
     )
 
 
+def local_rows(step: int, rank: int, world: int) -> list[tuple[int, int]]:
+    """A rank's rows as the trainer holds them: its prompts (assign_prompts), each with its G samples."""
+    return [(p, j) for p in assign_prompts(PROMPTS, seed=step, rank=rank, world=world) for j in range(G)]
+
+
+def global_minibatch_rows(step: int) -> list[tuple[int, int]]:
+    """Mode `responses`' rows in one process: global minibatch k = rank r's k-th share of 2 rows, r = 0..3."""
+    shares = [local_rows(step, rank, RESPONSES_WORLD) for rank in range(RESPONSES_WORLD)]
+    return [row for k in range(0, len(shares[0]), 2) for share in shares for row in share[k : k + 2]]
+
+
+def count_reductions(model) -> list[int]:
+    """A DDP comm hook that counts the gradient all-reductions and then runs DDP's own."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    count = [0]
+
+    def hook(state, bucket):
+        count[0] += 1
+        return allreduce_hook(state, bucket)
+
+    model.register_comm_hook(None, hook)
+    return count
+
+
 def main(out: str, mode: str) -> None:
     if mode == "uneven":
         uneven(out)
         return
     accelerator = Accelerator(cpu=True)
-    model, optimizer, scheduler = build(mode, accelerator)
+    model, optimizer, scheduler = build("ddp" if mode == "responses" else mode.removesuffix("-responses"), accelerator)
     kind = type(model).__name__
     expected = {"single": "Qwen3ForCausalLM", "ddp": "DistributedDataParallel", "fsdp2": "FSDPQwen3ForCausalLM"}
-    assert kind == expected[mode] and accelerator.num_processes == (1 if mode == "single" else 2), kind
+    expected |= {"responses": expected["ddp"], "single-responses": expected["single"]}
+    world = {"single": 1, "single-responses": 1, "responses": RESPONSES_WORLD}.get(mode, 2)
+    assert kind == expected[mode] and accelerator.num_processes == world, kind
+    reductions = count_reductions(model) if kind == "DistributedDataParallel" else [0]
     before = {k: v.full_tensor() if hasattr(v, "full_tensor") else v.clone() for k, v in model.state_dict().items()}
     ctx = StepContext(accelerator, model, optimizer, scheduler, None, None, None, None, None, 0, None)
+    config = RESPONSES_CONFIG if mode.endswith("responses") else CONFIG
     for step in (1, 2):
-        mine = assign_prompts(PROMPTS, seed=step, rank=accelerator.process_index, world=accelerator.num_processes)
-        update_policy(ctx, CONFIG, synthetic_rollout(step, mine, model, accelerator.device))
+        rank = accelerator.process_index
+        rows = global_minibatch_rows(step) if mode == "single-responses" else local_rows(step, rank, world)
+        update_policy(ctx, config, synthetic_rollout(step, rows, model, accelerator.device))
     state = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in model.state_dict().items()}
     assert max((state[k] - before[k]).abs().max().item() for k in state) > 1e-3  # the updates did move the weights
     if accelerator.is_main_process:
-        torch.save({k.removeprefix("module."): v.detach().cpu() for k, v in state.items()}, out)
+        weights = {k.removeprefix("module."): v.detach().cpu() for k, v in state.items()}
+        torch.save({"weights": weights, "reductions": reductions[0]}, out)
 
 
 def end_process_group() -> None:

@@ -1,10 +1,14 @@
 """Fixture writers for the report tests: a small experiments/ tree and results/ runs in tmp_path.
 
-Run ids follow gropd.config.grids (`<grid>__<pairing>__<method>[-lam0.5…][__seed<N>]`).
+A run written here is what a real run leaves: its grid entry resolved through gropd.config (then any
+`config` values merged over it) saved as config.yaml, and a status.json whose config_hash is that file's
+data_hash, so it passes the hash check reports apply. Run ids follow gropd.config.grids
+(`<grid>__<pairing>__<method>[-lam0.5…][__seed<N>]`).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from pathlib import Path
@@ -12,7 +16,9 @@ from typing import Any
 
 import yaml
 
-from gropd.report.context import ReportContext
+from gropd.config import data_hash, load_manifests, resolve_run
+from gropd.config.grids import expand_grid, load_grid
+from gropd.report.evidence import Evidence
 from gropd.report.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,7 +44,7 @@ def write_experiments(
     root: Path, table1_seeds: tuple[int, ...] = (0,), report: dict | None = None, grids: dict[str, dict] | None = None
 ) -> Path:
     """A small experiments/ tree: the real models/pairings/train/profiles/report.yaml, own grids and suites;
-    `grids` replaces the named default grids (name -> grid body without its `name`)."""
+    `grids` replaces or adds the named grids (name -> grid body without its `name`; None removes it)."""
     exp = root / "experiments"
     exp.mkdir(parents=True)
     for name in ("models.yaml", "pairings.yaml", "train.yaml"):
@@ -54,15 +60,8 @@ def write_experiments(
         },
     )
     defaults = {
-        "table1": {
-            "name": "table1",
-            "kind": "train",
-            "seeds": list(table1_seeds),
-            "matrix": {"pairing": [P1, P2, P3, P4], "method": ["gropd", "opd"]},
-            "set": [{"when": {"pairing": P1, "method": "gropd"}, "values": {"gropd": {"lam": 0.25}}}],
-        },
+        "table1": table1_grid(P1, P2, P3, P4, seeds=table1_seeds),
         "lambda": {
-            "name": "lambda",
             "kind": "train",
             "seeds": [0],
             "include": [
@@ -74,43 +73,50 @@ def write_experiments(
             ],
         },
         "gamma": {
-            "name": "gamma",
             "kind": "train",
             "seeds": [0],
             "matrix": {"pairing": [P2], "method": ["gropd"], "gropd.lam": [0.2, 0.25], "gropd.gamma": [0.99, 1.0]},
         },
         "table6": {
-            "name": "table6",
             "kind": "eval",
             "seeds": [0],
             "include": [{"model": "B1.7", "mode": "default"}, {"model": "I4", "mode": "think"}],
         },
     }
-    defaults.update({name: {"name": name, **body} for name, body in (grids or {}).items()})
-    for name, grid in defaults.items():
-        dump(exp / "grids" / f"{name}.yaml", grid)
+    defaults.update(grids or {})
+    for name, body in defaults.items():
+        if body is not None:
+            dump(exp / "grids" / f"{name}.yaml", {"name": name, **body})
     return exp
 
 
-def summary(
-    scores: dict[str, float], questions: dict[str, int] | None = None, tokens: dict[str, float] | None = None
-) -> dict[str, Any]:
-    """An eval/summary.json with the given per-suite Avg@K."""
+def table1_grid(*pairings: str, seeds: tuple[int, ...] = (0,)) -> dict[str, Any]:
+    """A table1 grid body over `pairings` x {gropd, opd}, λ = 0.25 for the matched pairings (as the real grid)."""
     return {
-        "model": "m",
-        "mode": "nothink",
-        "macro": None,
-        "suites": {
-            suite: {
-                "avg_at_k": score,
-                "k": 4,
-                "questions": (questions or {}).get(suite, 50),
-                "paper_questions": None,
-                "mean_tokens": (tokens or {}).get(suite, 100.0),
-            }
-            for suite, score in scores.items()
-        },
+        "kind": "train",
+        "seeds": list(seeds),
+        "matrix": {"pairing": list(pairings), "method": ["gropd", "opd"]},
+        "set": [
+            {"when": {"pairing": p, "method": "gropd"}, "values": {"gropd": {"lam": 0.25}}}
+            for p in pairings
+            if p in (P1, P2, P4)
+        ],
     }
+
+
+def merged(base: dict, extra: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        out[key] = merged(out.get(key) or {}, value) if isinstance(value, dict) else value
+    return out
+
+
+def resolved(exp: Path, profile: str, run_id: str) -> dict[str, Any]:
+    """The config the run's grid entry resolves to now."""
+    grid, tail = run_id.split("__", 1)[0], run_id.rsplit("__", 1)[-1]
+    seed = int(tail[4:]) if tail.startswith("seed") and tail[4:].isdigit() else 0
+    entry = next(e for e in expand_grid(load_grid(grid, exp), [seed]) if e.run_id == run_id)
+    return resolve_run(None, profile, load_manifests(exp), entry_values=entry.values).model_dump(mode="json")
 
 
 def write_run(
@@ -127,14 +133,20 @@ def write_run(
     collapse_step: int | None = None,
     reason: str | None = None,
     config: dict | None = None,
+    horizon: dict | None = None,
 ) -> Path:
-    """results/<profile>/<run_id>/ with status.json and optionally metrics, summary and config.yaml
-    (`config` is written as the resolved config; `steps` sets its train.steps)."""
+    """results/<profile>/<run_id>/: config.yaml (the grid entry of experiments/ beside `results`, resolved, with
+    `config` merged over it and `steps` as train.steps), status.json (its hash) and optionally metrics.jsonl,
+    eval/summary.json and horizon.json."""
     path = results / profile / run_id
     path.mkdir(parents=True)
+    resolved_config = merged(resolved(results.parent / "experiments", profile, run_id), config or {})
+    if steps is not None:
+        resolved_config["train"]["steps"] = steps
+    dump(path / "config.yaml", resolved_config)
     status = {
         "run_id": run_id,
-        "config_hash": f"hash-{run_id}",
+        "config_hash": data_hash(resolved_config),
         "status": state,
         "reason": reason,
         "step": step,
@@ -147,24 +159,38 @@ def write_run(
     if eval_summary is not None:
         (path / "eval").mkdir()
         (path / "eval" / "summary.json").write_text(json.dumps(eval_summary))
-    if steps is not None or config is not None:
-        resolved = dict(config or {})
-        if steps is not None:
-            resolved["train"] = {**resolved.get("train", {}), "steps": steps}
-        dump(path / "config.yaml", resolved)
+    if horizon is not None:
+        (path / "horizon.json").write_text(json.dumps(horizon))
     return path
 
 
-def report_context(root: Path, profile: str = "tiny", exp: Path | None = None) -> ReportContext:
-    """The ReportContext of the fixture tree under `root` (experiments/ unless `exp`, results/; output in out/)."""
-    exp = exp or root / "experiments"
-    return ReportContext(
-        profile=profile,
-        results_root=root / "results",
-        experiments_dir=exp,
-        out_dir=root / "out" / profile,
-        settings=load_settings(exp / "report.yaml"),
-    )
+def evidence(root: Path, profile: str = "tiny") -> Evidence:
+    """The evidence layer of the fixture tree under `root` (experiments/, results/)."""
+    exp = root / "experiments"
+    return Evidence(profile, root / "results", exp, load_settings(exp / "report.yaml"))
+
+
+def summary(
+    scores: dict[str, float],
+    questions: dict[str, int] | None = None,
+    tokens: dict[str, float] | None = None,
+    k: int = 4,
+) -> dict[str, Any]:
+    """An eval/summary.json with the given per-suite Avg@K."""
+    return {
+        "model": "m",
+        "mode": "nothink",
+        "suites": {
+            suite: {
+                "avg_at_k": score,
+                "k": k,
+                "questions": (questions or {}).get(suite, 50),
+                "paper_questions": None,
+                "mean_tokens": (tokens or {}).get(suite, 100.0),
+            }
+            for suite, score in scores.items()
+        },
+    }
 
 
 def metric_rows(n: int, **metrics: Any) -> list[dict]:
@@ -183,20 +209,16 @@ def seeded(run_id: str, seed: int) -> str:
     return run_id + (f"__seed{seed}" if seed else "")
 
 
-def macro_summary(value: float) -> dict[str, Any]:
+def macro_summary(value: float, k: int = 4) -> dict[str, Any]:
     """An eval/summary.json with tiny suites add/sub/mul at value − 1, value, value + 1: Macro = value."""
-    return summary({"add": value - 1, "sub": value, "mul": value + 1})
+    return summary({"add": value - 1, "sub": value, "mul": value + 1}, k=k)
 
 
-def table1_grid(*pairings: str) -> dict[str, Any]:
-    """A table1 grid body over `pairings` x {gropd, opd}, seed 0, λ = 0.25 for the matched pairings."""
-    return {
-        "kind": "train",
-        "seeds": [0],
-        "matrix": {"pairing": list(pairings), "method": ["gropd", "opd"]},
-        "set": [
-            {"when": {"pairing": p, "method": "gropd"}, "values": {"gropd": {"lam": 0.25}}}
-            for p in pairings
-            if p in (P1, P2, P4)
-        ],
-    }
+def scored(root: Path, base: str, macros: list[float | None], profile: str = "tiny", **kw: Any) -> None:
+    """One finished run per macro (seed = position; seeds beyond the grid's own are on disk as `--seeds N`
+    leaves them); a None macro writes a seed collapsed at step 5 instead."""
+    for seed, value in enumerate(macros):
+        if value is None:
+            write_run(root / "results", profile, seeded(base, seed), "collapsed", collapse_step=5, **kw)
+        else:
+            write_run(root / "results", profile, seeded(base, seed), eval_summary=macro_summary(value), **kw)

@@ -1,7 +1,9 @@
 """Two CPU processes (gloo) give the same weights as one process with the same global batch.
 
 The trainer's assign_prompts + loss weights make each process's micro-batches sum to the
-gradient of the full minibatch; checked under accelerate's DDP and torch's FSDP2 sharding.
+gradient of the full minibatch; checked under accelerate's DDP and torch's FSDP2 sharding, and
+with more processes than a minibatch has prompts (minibatches partition responses). DDP reduces
+the gradients once per minibatch, not once per micro-batch.
 Tolerance 2e-5 on weights that move by ~4e-2: float32 sums in a different order. And the
 π_S,old recompute keeps FSDP's collectives in step when the ranks' rows have other lengths.
 """
@@ -27,9 +29,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_worker(out: Path, mode: str, timeout: int = 300) -> dict[str, torch.Tensor]:
+def run_worker(out: Path, mode: str, timeout: int = 300) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    if mode == "single":
+    if mode.startswith("single"):
         command = [sys.executable, str(WORKER), str(out), mode]
     else:
         command = [
@@ -37,7 +39,7 @@ def run_worker(out: Path, mode: str, timeout: int = 300) -> dict[str, torch.Tens
             "-m",
             "torch.distributed.run",
             "--nproc_per_node",
-            "2",
+            "4" if mode == "responses" else "2",
             "--master_addr",
             "127.0.0.1",
             "--master_port",
@@ -53,7 +55,12 @@ def run_worker(out: Path, mode: str, timeout: int = 300) -> dict[str, torch.Tens
 
 @pytest.fixture(scope="module")
 def single(tmp_path_factory) -> dict[str, torch.Tensor]:
-    return run_worker(tmp_path_factory.mktemp("dp") / "single.pt", "single")
+    return run_worker(tmp_path_factory.mktemp("dp") / "single.pt", "single")["weights"]
+
+
+def largest_difference(one: dict[str, torch.Tensor], other: dict[str, torch.Tensor]) -> float:
+    assert one.keys() == other.keys()
+    return max((one[k] - other[k]).abs().max().item() for k in one)
 
 
 @pytest.mark.slow
@@ -61,9 +68,21 @@ def single(tmp_path_factory) -> dict[str, torch.Tensor]:
 def test_two_processes_match_one(single, tmp_path: Path, mode: str) -> None:
     torch.manual_seed(0)
     parallel = run_worker(tmp_path / f"{mode}.pt", mode)
-    assert parallel.keys() == single.keys()
-    moved = max((single[k] - parallel[k]).abs().max().item() for k in single)
-    assert moved < 2e-5
+    assert largest_difference(single, parallel["weights"]) < 2e-5
+    # 2 steps x 2 minibatches of 2 micro-batches a rank: one all-reduce (one bucket) per minibatch
+    assert parallel["reductions"] == (4 if mode == "ddp" else 0)
+
+
+@pytest.mark.slow
+def test_four_processes_share_minibatches_of_two_prompts(tmp_path: Path) -> None:
+    """8 prompts x G = 4 over 4 processes, minibatches of 8 responses: each rank holds 2 whole groups
+    and gives 2 responses (half a group) to each of the 4 minibatches of a step; the weights are those
+    of one process updating on the same minibatches (what refused 4 processes before: 2 prompts a
+    minibatch)."""
+    parallel = run_worker(tmp_path / "responses.pt", "responses")
+    single = run_worker(tmp_path / "single-responses.pt", "single-responses")
+    assert largest_difference(single["weights"], parallel["weights"]) < 2e-5
+    assert parallel["reductions"] == 2 * 4  # 2 steps x 4 minibatches, one micro-batch each
 
 
 @pytest.mark.slow

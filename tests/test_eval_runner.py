@@ -7,9 +7,11 @@ import json
 import pytest
 
 from eval.runner import chunk_seed, evaluate_model, read_records
+from eval.shards import assign_chunks
 from eval.suites import Question, SuiteSpec
 from gropd.config import RunFileError
 from gropd.model.rollout.base import RolloutBatch, SamplingSettings
+from gropd.runs.evaluation import claim_shard
 
 SAMPLING = SamplingSettings(temperature=1.0, top_p=1.0, max_new_tokens=64)
 # correct samples per question: sample j of question i is correct iff j < CORRECT[suite][i]
@@ -57,7 +59,7 @@ def _suite(name: str, k: int) -> tuple[SuiteSpec, list[Question]]:
 SUITES = {"s4": _suite("s4", 4), "s2": _suite("s2", 2)}
 
 
-def _run(engine, out_dir, progress=False):
+def _run(engine, out_dir, progress=False, shard=(0, 1)):
     return evaluate_model(
         engine,
         suites=SUITES,
@@ -70,6 +72,7 @@ def _run(engine, out_dir, progress=False):
         model="fake",
         mode="nothink",
         progress=progress,
+        shard=shard,
     )
 
 
@@ -149,8 +152,56 @@ def test_resume_after_interruption(tmp_path):
     assert _run(again, out) == reference and again.calls == []  # finished: nothing re-run
 
 
+def test_chunks_go_to_the_least_loaded_shard_largest_first():
+    # s4's chunks cost 2x4, 2x4, 1x4 samples, s2's 2x2: by hand, largest first, ties to the lower rank
+    assert assign_chunks([8, 8, 4, 4], 1) == [0, 0, 0, 0]
+    assert assign_chunks([8, 8, 4, 4], 2) == [0, 1, 0, 1]
+    assert assign_chunks([8, 8, 4, 4], 3) == [0, 1, 2, 2]
+    assert assign_chunks([4, 8, 8], 2) == [0, 0, 1]
+
+
+def test_two_shards_write_the_records_and_summary_of_one(tmp_path):
+    """Shard 1 of 2 samples its chunks and marks them done; shard 0 samples the rest, merges, and the
+    suite files and summary are those of one process, byte for byte; every chunk sampled once, with
+    its own chunk seed."""
+    one = FakeEngine()
+    reference = _run(one, tmp_path / "one")
+    out = tmp_path / "two"
+    second, first = FakeEngine(), FakeEngine()
+    assert _run(second, out, shard=(1, 2)) is None
+    assert (out / "shards" / "done.1of2").exists() and not (out / "summary.json").exists()
+    assert _run(first, out, shard=(0, 2)) == reference
+    assert sorted(first.calls + second.calls) == sorted(one.calls) and first.calls and second.calls
+    assert [seed for _, _, seed in second.calls] == [chunk_seed(3, "s4", 1), chunk_seed(3, "s2", 0)]
+    for name in (*SUITES, "summary"):
+        suffix = "json" if name == "summary" else "jsonl"
+        assert (out / f"{name}.{suffix}").read_bytes() == (tmp_path / "one" / f"{name}.{suffix}").read_bytes()
+    assert not (out / "shards").exists()
+
+
+def test_an_interrupted_sharded_evaluation_resumes_on_one_process(tmp_path):
+    reference = _run(FakeEngine(), tmp_path / "ref")
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        _run(FakeEngine(fail_after=1), out, shard=(1, 2))  # s4's chunk 1 written, then it stops
+    engine = FakeEngine()
+    assert _run(engine, out) == reference
+    assert [prompts for prompts, _, _ in engine.calls] == [["s4/0", "s4/1"], ["s4/4"], ["s2/0", "s2/1"]]
+    for name in SUITES:
+        assert read_records(out / f"{name}.jsonl") == read_records(tmp_path / "ref" / f"{name}.jsonl")
+
+
 def test_read_records_rejects_corruption_before_the_end(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_text('{"question_id": "q0"\n{"question_id": "q1", "sample": 0}\n')
     with pytest.raises(RunFileError, match=r"s\.jsonl: line 1 is not valid JSON .*; delete .*s\.jsonl \(its suite"):
         read_records(path)
+
+
+def test_a_shard_takes_its_local_gpu_and_leaves_the_launchers_world():
+    launched = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_PORT": "29501"}
+    environ = {**launched, "CUDA_VISIBLE_DEVICES": "4,5", "PATH": "/bin"}
+    assert claim_shard(environ) == (3, 4)
+    assert environ == {"CUDA_VISIBLE_DEVICES": "5", "PATH": "/bin"}  # no RANK / WORLD_SIZE for anything to join
+    bare = {"PATH": "/bin"}
+    assert claim_shard(bare) == (0, 1) and bare == {"PATH": "/bin"}

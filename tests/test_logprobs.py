@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from transformers import AutoModelForCausalLM, DynamicCache, Qwen3Config, Qwen3ForCausalLM
 
 from benchmarks.logprob_memory import VOCAB, run_child
 from gropd.model.chunked_logprobs import token_logprobs
-from gropd.model.logprobs import logprob_score, pack, response_logprobs, shared_prompt_scores
+from gropd.model.logprobs import logprob_score, pack, prefill, response_logprobs, shared_prompt_scores
 from gropd.tiny.world import ensure_tiny_world
 
 CPU = torch.device("cpu")
@@ -207,3 +207,20 @@ def test_peak_memory_of_a_long_response_stays_far_below_one_token_by_vocab_tenso
     one_tensor = (prompt + length) * VOCAB * 4
     assert "error" not in result, result
     assert 0 < result["peak_growth_bytes"] < one_tensor / 4, (result, one_tensor)
+
+
+def test_prefill_of_left_padded_prompts_equals_each_prompt_alone() -> None:
+    """The one prefill (hf rollout and shared-prompt pass 1): ragged prompts padded on the left give each
+    prompt's own last logits, and a cache whose real positions hold each prompt's own keys and values."""
+    model, prompts = random_lm(), [[1, 2, 3, 4, 5], [6], [7, 8, 9]]
+    cache = DynamicCache()
+    with torch.no_grad():
+        logits, mask = prefill(model, prompts, pad_id=0, device=CPU, cache=cache)
+        assert logits.shape == (3, 1, 40) and mask.tolist()[1] == [0, 0, 0, 0, 1]
+        for row, prompt in enumerate(prompts):
+            alone_cache = DynamicCache()
+            alone = model(input_ids=torch.tensor([prompt]), past_key_values=alone_cache, use_cache=True).logits
+            torch.testing.assert_close(logits[row, 0], alone[0, -1], rtol=0, atol=1e-5)
+            for layer, own in zip(cache.layers, alone_cache.layers, strict=True):
+                torch.testing.assert_close(layer.keys[row, :, 5 - len(prompt) :], own.keys[0], rtol=0, atol=1e-5)
+                torch.testing.assert_close(layer.values[row, :, 5 - len(prompt) :], own.values[0], rtol=0, atol=1e-5)

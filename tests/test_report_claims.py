@@ -1,8 +1,8 @@
-"""The claims page (gropd.report.claims) on results fixtures, claims 0–2 (final scores) and the page:
-every verdict, with the numbers derived by hand. No training: the fixtures are status.json,
-metrics.jsonl and summary.json files.
-
-Run ids follow gropd.config.grids; seeds beyond a grid's own (`--seeds N`) are found on disk.
+"""The claims page on results fixtures: each rule's verdicts with the numbers derived by hand (distillation,
+GR-OPD vs OPD paired by seed, one instability rule for claims 3–5 with collapse its extreme case, pressure by
+per-run medians pooled over every grid), the runs a not-tested verdict names, and a claim added by
+experiments/report.yaml alone. No training: the fixtures are status.json, config.yaml, metrics.jsonl and
+summary.json files.
 """
 
 from __future__ import annotations
@@ -10,209 +10,264 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from report_fixtures import (
     P1,
     P2,
     P3,
     P4,
+    P5,
+    dump,
+    evidence,
     macro_summary,
-    report_context,
+    metric_rows,
+    scored,
     seeded,
     table1_grid,
     write_experiments,
     write_run,
 )
 
-from gropd.report import ARTEFACTS, build
-from gropd.report.claim_scores import beats_section, distillation_section, gains_section
-from gropd.report.verdicts import distillation
+from gropd.config import ConfigError
+from gropd.report import build
+from gropd.report.claims import RULE_FUNCTIONS, claims
+from gropd.report.evidence import Trend
+from gropd.report.verdicts import distillation, unstable
 
-T1, T2, T3, T4 = "I4nothink→I1.7nothink", "I32nothink→I1.7nothink", "I4think→B1.7", "B4→B1.7"
-
-
-def scored(root, base: str, pairing: str, method: str, macros: list, profile: str = "tiny") -> None:
-    """One finished run per macro (seed = position); a None macro writes a collapsed seed instead."""
-    for seed, value in enumerate(macros):
-        fields = {"pairing": pairing, "method": method, "seed": seed}
-        if value is None:
-            write_run(root / "results", profile, seeded(base, seed), "collapsed", collapse_step=5, fields=fields)
-        else:
-            write_run(root / "results", profile, seeded(base, seed), fields=fields, eval_summary=macro_summary(value))
+T1, T2, T3, T4, T5 = "I4nothink→I1.7nothink", "I32nothink→I1.7nothink", "I4think→B1.7", "B4→B1.7", "I32think→B1.7"
+ONLY = {"lambda": None, "gamma": None, "table6": None}  # grids a test does not use: none written
 
 
-# --- 0. does distillation work -------------------------------------------------------------
+def claim(key: str) -> dict:
+    """The real report.yaml's entry for claim `key`."""
+    from report_fixtures import REPO
 
-
-@pytest.fixture
-def distill_world(tmp_path):
-    """Pre-OPD student 10, teacher 40 (gap 30) on P1; P2's teacher (I32 nothink) is not in grid table6."""
-    write_experiments(
-        tmp_path,
-        grids={
-            "table1": table1_grid(P1, P2),
-            "table6": {
-                "kind": "eval",
-                "seeds": [0],
-                "include": [{"model": "I1.7", "mode": "nothink"}, {"model": "I4", "mode": "nothink"}],
-            },
-        },
+    return next(
+        c for c in yaml.safe_load((REPO / "experiments" / "report.yaml").read_text())["claims"] if c["key"] == key
     )
-    res = tmp_path / "results"
-    write_run(
-        res,
-        "tiny",
-        "table6__I1.7-nothink",
-        fields={"model": "I1.7", "mode": "nothink"},
-        eval_summary=macro_summary(10.0),
-    )
-    write_run(
-        res, "tiny", "table6__I4-nothink", fields={"model": "I4", "mode": "nothink"}, eval_summary=macro_summary(40.0)
-    )
-    scored(tmp_path, f"table1__{P1}__gropd", P1, "gropd", [25.0, 26.0, 27.0])
-    scored(tmp_path, f"table1__{P1}__opd", P1, "opd", [12.0, 13.0, 14.0])
-    scored(tmp_path, f"table1__{P2}__gropd", P2, "gropd", [30.0, 31.0])
-    return tmp_path
 
 
-def test_distillation_verdict_per_matched_pairing_and_method(distill_world):
-    section = distillation_section(report_context(distill_world))
-    text = "\n".join(section.evidence)
-    # GR-OPD: mean 26, sd 1: lift 16 ≥ 30/3 and > 2 x 1; 16/30 = 0.53.
-    assert (
-        f"| {T1} | GR-OPD (λ=0.25, γ=0.99) | 10.00 (n=1) | 40.00 (n=1) | 26.00 ± 1.00 (n=3) | +16.00 | 0.53 "
-        "| reproduced |"
-    ) in text
-    reason = "lift +16.00 = 0.53 of the gap 30.00, beyond noise 2.00"
-    assert f"- {T1}, GR-OPD (λ=0.25, γ=0.99): reproduced — {reason}" in text
-    # OPD: mean 13: lift 3 < 10.
-    assert f"- {T1}, vanilla OPD: not reproduced — lift +3.00 below 0.333 of the gap 30.00" in text
-    # P2: the table6 grid has no I32 nothink run; GR-OPD also lacks seed 2, OPD every seed.
-    assert "— (grid table6 has no I32 nothink run)" in text
-    assert (
-        f"- {T2}, GR-OPD (λ=0.25, γ=0.99): not tested — no pre-OPD evaluation of the teacher; missing runs: "
-        f"`table1__{P2}__gropd` seed 2 (`./reproduce.sh table1 --seeds 3`)"
-    ) in text
-    assert f"`table1__{P2}__opd` seeds 0, 1, 2" in text
-    assert section.verdict.outcome == "not reproduced"
-    assert section.verdict.reason == f"not reproduced in {T1}, vanilla OPD"
-    assert f"run table1__{P2}__opd: not run" in section.missing
+def section(root, key: str, **changes):
+    """(section, rule wording) of claim `key` (with `changes` to its entry) on the fixture tree under `root`."""
+    ev = evidence(root)
+    spec = ev.report.claims[[c.key for c in ev.report.claims].index(key)].model_copy(update=changes)
+    return RULE_FUNCTIONS[spec.rule](ev, spec)
 
 
-def test_distillation_rule_collapse_noise_and_gap():
-    assert distillation(10.0, 40.0, [30.0, 31.0], 1).reason == "1 of 3 seeds collapsed"
-    # mean 25: lift 15 ≥ 10 but the sd is 10, so 2 x sd = 20 > 15.
-    within = distillation(10.0, 40.0, [15.0, 25.0, 35.0], 0)
-    assert (within.outcome, within.reason) == ("not reproduced", "lift +15.00 within 2 x seed spread (20.00)")
-    assert distillation(10.0, 40.0, [20.0, 21.0], 0).outcome == "not tested"
-    assert distillation(40.0, 30.0, [20.0, 21.0, 22.0], 0).reason.startswith("the teacher does not beat the student")
+def bullets(s) -> dict[str, str]:
+    return {name: f"{v.outcome} — {v.reason}" for name, v in s.cells.items()}
 
 
-# --- 1 and 2. GR-OPD beats vanilla OPD ------------------------------------------------------
+# --- 0. distillation works -------------------------------------------------------------------
+
+
+def test_distillation_lift_is_a_t_interval_against_the_gap(tmp_path):
+    """Pre-OPD student 10, teacher 40 (gap 30); GR-OPD 25, 26, 27: lift 15, 16, 17: mean 16 = 0.53 of the gap,
+    [16 ± 4.3027 / √3] = [13.52, 18.48]; OPD 12, 13, 14: lift 3 < 10. P2's teacher has no table6 run."""
+    table6 = {
+        "kind": "eval",
+        "seeds": [0],
+        "include": [{"model": "I1.7", "mode": "nothink"}, {"model": "I4", "mode": "nothink"}],
+    }
+    write_experiments(tmp_path, grids={**ONLY, "table1": table1_grid(P1, P2), "table6": table6})
+    write_run(tmp_path / "results", "tiny", "table6__I1.7-nothink", eval_summary=macro_summary(10.0))
+    write_run(tmp_path / "results", "tiny", "table6__I4-nothink", eval_summary=macro_summary(40.0))
+    scored(tmp_path, f"table1__{P1}__gropd", [25.0, 26.0, 27.0])
+    scored(tmp_path, f"table1__{P1}__opd", [12.0, 13.0, 14.0])
+    scored(tmp_path, f"table1__{P2}__gropd", [30.0, 31.0])
+    s = section(tmp_path, "0")
+    assert bullets(s) == {
+        f"{T1}, GR-OPD (λ=0.25, γ=0.99)": "reproduced — lift +16.00 [+13.52, +18.48] (n=3) = 0.53 of the gap 30.00",
+        f"{T1}, vanilla OPD": "not reproduced — lift +3.00 [+0.52, +5.48] (n=3) = 0.10 of the gap 30.00, "
+        "needs ≥ 0.33 and > 0",
+        f"{T2}, GR-OPD (λ=0.25, γ=0.99)": "not tested — no pre-OPD evaluation of the teacher",
+        f"{T2}, vanilla OPD": "not tested — no pre-OPD evaluation of the teacher",
+    }
+    table = "\n".join(s.tables[0][2][0])
+    assert "10.00 (n=1)" in table and "26.00 ± 1.00 (n=3)" in table
+    assert f"`table1__{P2}__gropd__seed2`: not run; a not-tested verdict needs it" in "\n".join(s.missing)
+    assert f"`table1__{P2}__opd`: not run" in s.missing
+
+
+def test_distillation_rule_collapse_gap_and_seeds():
+    assert distillation(10.0, 40.0, {0: 30.0, 1: 31.0}, 1).reason == "1 of 3 seeds collapsed"
+    assert distillation(10.0, 40.0, {0: 30.0}, 0).outcome == "not tested"
+    assert distillation(40.0, 30.0, {0: 20.0, 1: 21.0}, 0).reason.startswith("the teacher does not beat the student")
+    # lift 5 and 35: mean 20 ≥ 10, but [20 ± 12.706 x 21.2] holds 0.
+    assert distillation(10.0, 40.0, {0: 15.0, 1: 45.0}, 0).outcome == "not reproduced"
+
+
+# --- 1 and 2. GR-OPD beats vanilla OPD --------------------------------------------------------
 
 
 @pytest.fixture
 def beats_world(tmp_path):
     """Grid table1 lists seed 0 only; seeds 1 and 2 are on disk (as `--seeds 3` leaves them)."""
-    write_experiments(tmp_path, grids={"table1": table1_grid(P1, P2, P3, P4)})
-    scored(tmp_path, f"table1__{P1}__gropd", P1, "gropd", [30.0, 32.0, 34.0])  # mean 32, sd 2
-    scored(tmp_path, f"table1__{P1}__opd", P1, "opd", [20.0, 21.0, 22.0])  # mean 21, sd 1
-    scored(tmp_path, f"table1__{P2}__gropd", P2, "gropd", [20.0, 24.0, 28.0])  # mean 24, sd 4
-    scored(tmp_path, f"table1__{P2}__opd", P2, "opd", [22.0, 23.0, 24.0])  # mean 23, sd 1
-    scored(tmp_path, f"table1__{P3}__gropd", P3, "gropd", [5.0, 6.0])
-    scored(tmp_path, f"table1__{P3}__opd", P3, "opd", [None, None])
-    scored(tmp_path, f"table1__{P4}__gropd", P4, "gropd", [10.0])
-    scored(tmp_path, f"table1__{P4}__opd", P4, "opd", [9.0, 8.0])
+    write_experiments(tmp_path, grids={**ONLY, "table1": table1_grid(P1, P2, P3, P4)})
+    scored(tmp_path, f"table1__{P1}__gropd", [30.0, 32.0, 34.0])
+    scored(tmp_path, f"table1__{P1}__opd", [20.0, 21.0, 22.0])
+    scored(tmp_path, f"table1__{P2}__gropd", [20.0, 24.0, 28.0])
+    scored(tmp_path, f"table1__{P2}__opd", [22.0, 23.0, 24.0])
+    scored(tmp_path, f"table1__{P3}__gropd", [5.0, 6.0])
+    scored(tmp_path, f"table1__{P3}__opd", [None, None])
+    scored(tmp_path, f"table1__{P4}__gropd", [10.0])
+    scored(tmp_path, f"table1__{P4}__opd", [9.0, 8.0])
     return tmp_path
 
 
-def test_beats_per_pairing_and_overall(beats_world):
-    section = beats_section(report_context(beats_world))
-    text = "\n".join(section.evidence)
-    # P1: per-seed differences 10, 11, 12: mean 11, sd 1; t(0.975, 2) = 4.3027, half-width 4.3027 / √3 = 2.48
-    row = (
-        f"| {T1} | GR-OPD (λ=0.25, γ=0.99): 32.00 ± 2.00 (n=3) | 21.00 ± 1.00 (n=3) | +11.00 ± 1.00 (n=3) | "
-        "[+8.52, +13.48] | GR-OPD better | reproduced |"
-    )
-    assert row in text
-    assert f"- {T1}: reproduced — GR-OPD better (+11.00 ± 2.48 over 3 paired seeds)" in text
-    # P2: differences −2, 1, 4: mean 1, sd 3, half-width 4.3027 x 3 / √3 = 7.45: the interval holds 0
-    assert f"- {T2}: not reproduced — no difference resolved at 3 seeds (+1.00 ± 7.45 over 3 paired seeds)" in text
-    # P3: OPD collapsed in both seeds, GR-OPD in none.
-    assert (
-        f"| {T3} | GR-OPD (λ=0, γ=0.99): 5.50 ± 0.71 (n=2) | —, Collapse in 2 of 2 | — | — | — | reproduced |" in text
-    )
-    assert f"- {T3}: reproduced — vanilla OPD collapsed in 2 of 2 seeds, GR-OPD in none (a collapse loses)" in text
-    # P4: one GR-OPD seed.
-    assert (
-        f"- {T4}: not tested — needs ≥ 2 usable seeds per setting (GR-OPD has 1); missing runs: "
-        f"`table1__{P4}__gropd` seeds 1, 2; `table1__{P4}__opd` seed 2 (`./reproduce.sh table1 --seeds 3`)"
-    ) in text
-    assert (section.verdict.outcome, section.verdict.reason) == ("not reproduced", f"not reproduced in {T2}")
-    # one seed pair (seed 0: 10 vs 9) has no interval
-    row = (
-        f"| {T4} | GR-OPD (λ=0.25, γ=0.99): 10.00 (n=1) | 8.50 ± 0.71 (n=2) | +1.00 ± 0.00 (n=1) | — | "
-        "no difference resolved at 1 seed | not tested |"
-    )
-    assert row in text
-    assert f"`table1__{P1}__gropd__seed2` (finished)" in "\n".join(section.evidence)
+def test_gropd_against_opd_paired_by_seed(beats_world):
+    s = section(beats_world, "1")
+    assert bullets(s) == {
+        # differences 10, 11, 12: mean 11, std 1, half-width 4.3027 / √3 = 2.48
+        T1: "reproduced — GR-OPD better: +11.00 [+8.52, +13.48] (n=3)",
+        # differences −2, 1, 4: mean 1, std 3, half-width 7.45: the interval holds 0
+        T2: "not reproduced — no difference resolved at 3 seeds: +1.00 [-6.45, +8.45] (n=3)",
+        T3: "reproduced — vanilla OPD collapsed in 2 of 2 seeds, GR-OPD in none",
+        T4: "not tested — needs ≥ 2 seeds per setting (GR-OPD has 1)",
+    }
+    rows = {row[0]: row for row in s.tables[0][2]}
+    assert rows[T3][3] == "—, 2 collapsed" and rows[T4][4:6] == ["+1.00 (n=1)", "no difference resolved at 1 seed"]
+    assert [line.split(":")[0] for line in s.missing] == [
+        f"`table1__{P3}__opd`",
+        f"`table1__{P3}__opd__seed1`",
+        f"`table1__{P4}__gropd__seed1`",
+        f"`table1__{P4}__gropd__seed2`",
+        f"`table1__{P4}__opd__seed2`",
+    ]
+
+
+def test_the_matched_nothink_claim_reads_only_those_pairings(beats_world):
+    assert list(bullets(section(beats_world, "2"))) == [T1, T2]
+
+
+# --- 3–5. one instability rule ---------------------------------------------------------------
+
+
+def test_the_instability_rule_and_its_thresholds():
+    def trend(reward=None, length=None, cap=None, collapse=None):
+        return Trend(length=length, reward=reward, pearson=None, cap=cap, collapse_step=collapse)
+
+    assert unstable(trend(reward=(0.4, 0.2))) == []  # exactly half: not below it
+    assert unstable(trend(reward=(0.4, 0.19))) == ["reward 0.400 → 0.190"]
+    assert unstable(trend(length=(50.0, 100.0), cap=200)) == ["length 50.0 → 100.0 of cap 200"]
+    assert unstable(trend(length=(50.0, 99.0), cap=200)) == []
+    assert unstable(trend(length=(120.0, 110.0), cap=200)) == []  # near the cap but not grown
+    assert unstable(trend(reward=(0.0, 0.0), collapse=7)) == ["collapsed at step 7"]
+
+
+def write_cross(root, opd: list[str | float], gropd: list[str | float]) -> None:
+    """Cross-pattern pairings P3 and P5, 10 steps each. An entry is 'collapsed' (at step 4, reward 0.3 then 0.1)
+    or the reward of the last step (the first 9 at 0.3: first → last 10% = 0.3 → that value)."""
+    write_experiments(root, grids={**ONLY, "table1": table1_grid(P3, P5)})
+    for pairing in (P3, P5):
+        for method, seeds in (("opd", opd), ("gropd", gropd)):
+            for seed, entry in enumerate(seeds):
+                if entry == "collapsed":
+                    rows = metric_rows(4, verifier_reward=[0.3, 0.3, 0.1, 0.1], mean_response_len=60.0)
+                    kw = {"state": "collapsed", "collapse_step": 4, "reason": "reward fell"}
+                else:
+                    rows = metric_rows(10, verifier_reward=[0.3] * 9 + [entry], mean_response_len=60.0)
+                    kw = {"eval_summary": macro_summary(20.0)}
+                write_run(root / "results", "tiny", seeded(f"table1__{pairing}__{method}", seed), metrics=rows, **kw)
+
+
+def test_claim_3_opd_unstable_gropd_stable_collapse_being_the_extreme_case(tmp_path):
+    write_cross(tmp_path, ["collapsed", 0.1], [0.3, 0.2])
+    s = section(tmp_path, "3")
+    expected = "reproduced — vanilla OPD unstable in 2 of 2 seeds, GR-OPD (λ=0, γ=0.99) in 0 of 2"
+    assert bullets(s) == {T3: expected, T5: expected}
+    rows = [row for row in s.tables[0][2] if row[0] == T3]
+    assert rows[0][2:5] == ["0", "collapsed", "60.0 → 60.0 (cap 200)"]
+    assert rows[0][-1] == "collapsed at step 4; reward 0.300 → 0.100" and rows[1][-1] == "reward 0.300 → 0.100"
+    assert rows[3][-1] == "stable" and rows[3][-2] == "20.00"
 
 
 @pytest.mark.parametrize(
-    "gropd, opd, outcome, reason",
+    ("opd", "gropd", "outcome", "reason"),
     [
-        ([30.0, 31.0], [20.0, 21.0], "reproduced", "GR-OPD better (+10.00 ± 0.00 over 2 paired seeds)"),
-        ([20.0, 21.0], [30.0, 31.0], "not reproduced", "vanilla OPD better (-10.00 ± 0.00 over 2 paired seeds)"),
-        ([None, 21.0], [30.0, 31.0], "not reproduced", "GR-OPD collapsed in 1 of 2 seeds"),
-        (
-            [None, 21.0],
-            [None, 31.0],
-            "not reproduced",
-            "GR-OPD collapsed in 1 of 2 seeds; vanilla OPD collapsed in 1 of 2",
-        ),
+        (["collapsed", 0.3], [0.3, 0.3], "not reproduced", "vanilla OPD unstable in only 1 of 2 seeds"),
+        (["collapsed", 0.1], [0.3, 0.1], "not reproduced", "GR-OPD (λ=0, γ=0.99) also unstable in 1 of 2 seeds"),
+        (["collapsed"], [0.3, 0.3], "not tested", "needs ≥ 2 seeds per setting (vanilla OPD has 1)"),
     ],
 )
-def test_beats_rule_on_one_pairing(tmp_path, gropd, opd, outcome, reason):
-    write_experiments(tmp_path, grids={"table1": table1_grid(P1)})
-    scored(tmp_path, f"table1__{P1}__gropd", P1, "gropd", gropd)
-    scored(tmp_path, f"table1__{P1}__opd", P1, "opd", opd)
-    section = beats_section(report_context(tmp_path))
-    assert f"- {T1}: {outcome} — {reason}" in section.evidence
-    assert section.verdict.outcome == outcome
+def test_claim_3_not_reproduced_and_not_tested(tmp_path, opd, gropd, outcome, reason):
+    write_cross(tmp_path, opd, gropd)
+    assert bullets(section(tmp_path, "3"))[T3] == f"{outcome} — {reason}"
 
 
-@pytest.mark.parametrize(
-    "p2_gropd, outcome, reason",
-    [
-        ([33.0, 34.0, 35.0], "reproduced", f"reproduced in {T1}, {T2}"),  # P2: 34 − 23 = +11 > 2
-        ([20.0, 24.0, 28.0], "not reproduced", f"not reproduced in {T2}"),
-        ([33.0], "not tested", f"not tested in {T2}"),
-    ],
-)
-def test_gains_of_the_matched_nothink_pairings(tmp_path, p2_gropd, outcome, reason):
-    write_experiments(tmp_path, grids={"table1": table1_grid(P1, P2, P3)})
-    scored(tmp_path, f"table1__{P1}__gropd", P1, "gropd", [30.0, 32.0, 34.0])
-    scored(tmp_path, f"table1__{P1}__opd", P1, "opd", [20.0, 21.0, 22.0])
-    scored(tmp_path, f"table1__{P2}__gropd", P2, "gropd", p2_gropd)
-    scored(tmp_path, f"table1__{P2}__opd", P2, "opd", [22.0, 23.0, 24.0])
-    section = gains_section(report_context(tmp_path))
-    assert (section.verdict.outcome, section.verdict.reason) == (outcome, reason)
-    assert "+10.9 and +11.5" in section.paper  # the paper's numbers, quoted as the paper's
-    assert section.evidence[0].startswith("Magnitudes are not comparable across profiles")
-    assert not any(T3 in line for line in section.evidence if line.startswith("|"))  # cross-pattern left out
+def write_sweep(root, grid: str, rewards: dict[tuple[float, float], list[float]]) -> None:
+    """GR-OPD runs of P2 in `grid`, 10 steps, per (λ, γ) one last-step reward per seed (the rest at 0.4)."""
+    entries = [{"pairing": P2, "method": "gropd", "gropd.lam": lam, "gropd.gamma": gamma} for lam, gamma in rewards]
+    write_experiments(
+        root, grids={**ONLY, "table1": table1_grid(P1), grid: {"kind": "train", "seeds": [0], "include": entries}}
+    )
+    for (lam, gamma), seeds in rewards.items():
+        base = f"{grid}__{P2}__gropd-lam{lam:g}-gamma{gamma:g}"
+        for seed, last in enumerate(seeds):
+            rows = metric_rows(10, verifier_reward=[0.4] * 9 + [last], mean_response_len=50.0)
+            write_run(root / "results", "tiny", seeded(base, seed), metrics=rows)
 
 
-def test_gains_on_the_paper_profile_compare_magnitudes(tmp_path):
-    write_experiments(tmp_path, grids={"table1": table1_grid(P1, P2)})
-    section = gains_section(report_context(tmp_path, "paper"))
-    assert section.evidence[0].startswith("Compare our differences with the paper's +10.9 and +11.5")
-    assert section.verdict.outcome == "not tested"
+def test_claim_4_large_lambda_unstable_smaller_stable(tmp_path):
+    write_sweep(tmp_path, "lambda", {(0.5, 0.99): [0.1, 0.1], (0.25, 0.99): [0.4, 0.4], (0.2, 0.99): [0.4]})
+    s = section(tmp_path, "4")
+    assert bullets(s) == {f"{T2}, γ=0.99": "not tested — needs ≥ 2 seeds per setting (GR-OPD (λ=0.2, γ=0.99) has 1)"}
+    assert s.missing == [
+        f"`lambda__{P2}__gropd-lam0.5-gamma0.99__seed2`: not run; a not-tested verdict needs it "
+        "(`python -m gropd.cli grid lambda --seeds 3 --profile tiny`)",
+        f"`lambda__{P2}__gropd-lam0.25-gamma0.99__seed2`: not run; a not-tested verdict needs it "
+        "(`python -m gropd.cli grid lambda --seeds 3 --profile tiny`)",
+        f"`lambda__{P2}__gropd-lam0.2-gamma0.99__seed1`: not run; a not-tested verdict needs it "
+        "(`python -m gropd.cli grid lambda --seeds 3 --profile tiny`)",
+        f"`lambda__{P2}__gropd-lam0.2-gamma0.99__seed2`: not run; a not-tested verdict needs it "
+        "(`python -m gropd.cli grid lambda --seeds 3 --profile tiny`)",
+    ]
+    write_run(
+        tmp_path / "results",
+        "tiny",
+        f"lambda__{P2}__gropd-lam0.2-gamma0.99__seed1",
+        metrics=metric_rows(3, verifier_reward=0.4),
+    )
+    expected = "reproduced — GR-OPD (λ=0.5, γ=0.99) unstable in 2 of 2 seeds, GR-OPD (λ=0.25, γ=0.99) in 0 of 2, "
+    assert bullets(section(tmp_path, "4")) == {f"{T2}, γ=0.99": expected + "GR-OPD (λ=0.2, γ=0.99) in 0 of 2"}
 
 
-# --- the page -------------------------------------------------------------------------------
+def test_claim_5_gamma_one_unstable(tmp_path):
+    write_sweep(tmp_path, "gamma", {(0.2, 1.0): [0.1, 0.4], (0.2, 0.99): [0.4, 0.4], (0.25, 1.0): [0.1, 0.1]})
+    assert bullets(section(tmp_path, "5")) == {
+        f"{T2}, λ=0.2": "not reproduced — GR-OPD (λ=0.2, γ=1) unstable in only 1 of 2 seeds"
+    }  # λ = .25 has no γ < 1 setting: nothing to contrast
 
 
-def test_claims_page_and_provenance(beats_world):
-    assert "claims" in ARTEFACTS
+# --- 6. pressure -------------------------------------------------------------------------------
+
+
+def test_claim_6_medians_pooled_over_grids_paired_over_common_seeds(tmp_path):
+    """Medians: cross P3 (table1, λ 0) 9 and 11 (seeds 0, 1); matched P1 (table1 λ .25 and its λ-sweep twin for
+    seed 0) 1 and 2; matched P1 λ .5 (λ sweep, seed 0 only) 1: shown, not judged. Cross − P1 λ .25: 8, 9: mean
+    8.5, std 0.707, t(0.975, 1) = 12.706: half-width 6.35: [+2.15, +14.85]."""
+    write_experiments(tmp_path, grids={"table1": table1_grid(P1, P3), "gamma": None, "table6": None})
+
+    def rows(median: float) -> list[dict]:
+        return metric_rows(3, pressure_normalised=[median - 1, median, 1000.0], pressure_retained=0.0)
+
+    for seed, (cross, matched) in enumerate(((9.0, 1.0), (11.0, 2.0))):
+        write_run(tmp_path / "results", "tiny", seeded(f"table1__{P3}__gropd", seed), metrics=rows(cross))
+        write_run(tmp_path / "results", "tiny", seeded(f"table1__{P1}__gropd", seed), metrics=rows(matched))
+    write_run(tmp_path / "results", "tiny", f"lambda__{P1}__gropd-lam0.25", metrics=rows(1.0))
+    write_run(tmp_path / "results", "tiny", f"lambda__{P1}__gropd-lam0.5", metrics=rows(1.0))
+    s = section(tmp_path, "6")
+    assert bullets(s) == {f"{T3} λ=0 vs {T1} λ=0.25": "reproduced — cross-pattern better"}
+    pairs = {row[0]: row[1:] for row in s.tables[1][2]}
+    assert pairs[f"{T3} λ=0 vs {T1} λ=0.25"] == ["+8.50 [+2.15, +14.85] (n=2)", "cross-pattern better"]
+    assert pairs[f"{T3} λ=0 vs {T1} λ=0.5"] == ["+8.00 (n=1)", "not judged"]
+    assert {(row[0], row[2]): row[3] for row in s.tables[0][2]}[T1, "GR-OPD (λ=0.25, γ=0.99)"] == "1.50 ± 0.71 (n=2)"
+
+
+# --- the page ----------------------------------------------------------------------------------
+
+
+def test_page_summary_rules_missing_and_provenance(beats_world):
     paths = build(
         ["claims"],
         profile="tiny",
@@ -220,20 +275,34 @@ def test_claims_page_and_provenance(beats_world):
         experiments_dir=beats_world / "experiments",
         out_root=beats_world / "out",
     )
-    assert [p.name for p in paths] == ["claims.md", "claims.provenance.json"]
-    page = paths[0].read_text()
+    page = (beats_world / "out" / "tiny" / "claims.md").read_text()
+    provenance = json.loads((beats_world / "out" / "tiny" / "claims.provenance.json").read_text())
     assert "| 1. GR-OPD beats vanilla OPD in every pairing | not reproduced | not reproduced in " + T2 + " |" in page
-    assert "## 6b. λ controls how much of the pressure is retained" in page
-    # the summary gives the reason; the missing runs are named in the section
-    assert "| 5. An unrestricted horizon (γ = 1) destabilises training | not tested | not tested in " in page
-    summary_rows = [line for line in page.splitlines() if line.startswith("| 6a. ")]
-    assert len(summary_rows) == 1 and "missing runs" not in summary_rows[0]
-    assert "missing runs: `lambda__I4nothink-I1.7nothink__gropd-lam0.5` seeds 0, 1, 2;" in page
-    assert f"**Verdict: not reproduced** — not reproduced in {T2}." in page
-    assert "**Every rule.** Beyond noise: the difference of two means exceeds 2 x the larger sample std" in page
-    record = json.loads(paths[1].read_text())
-    assert record["artefact"] == "claims"
-    runs = {run["run_id"]: run["state"] for run in record["runs"]}
-    assert runs[f"table1__{P3}__opd__seed1"] == "collapsed"
-    assert runs["lambda__I4nothink-I1.7nothink__gropd-lam0.5"] == "not run"
-    assert "run lambda__I4nothink-I1.7nothink__gropd-lam0.5: not run" in record["missing"]
+    assert "**Rule.** Per pairing: reproduced when vanilla OPD collapsed" in page
+    assert "needs ≥ 2 seeds with the number the rule reads (3 preferred)" in page  # {min_seeds} filled in
+    assert "fell below 0.5 x the first 10%" in page and "{" not in page.split("## 0.")[1]
+    assert "**The paper.** GR-OPD achieves a higher macro Avg@K" in page
+    listed = [line[2:] for line in page.splitlines() if line.startswith("- `")]
+    assert set(listed) == set(provenance["missing"]) and f"`table1__{P3}__opd`: collapsed at step 5" in listed
+    assert {p.name for p in paths} == {"claims.md", "claims.provenance.json"}
+
+
+def test_a_claim_is_added_by_report_yaml_alone(beats_world):
+    """A second use of an existing rule, on other pairings, is one YAML entry; an unknown rule or wording is refused
+    naming report.yaml and the key."""
+    path = beats_world / "experiments" / "report.yaml"
+    report = yaml.safe_load(path.read_text())
+    extra = {"key": "7", "title": "Cross-pattern pairings only", "paper": "Ours.", "rule": "beats"}
+    report["claims"].append({**extra, "grids": ["table1"], "pairings": "cross"})
+    dump(path, report)
+    page = claims(evidence(beats_world)).files["claims.md"]
+    assert f"| 7. Cross-pattern pairings only | reproduced | reproduced in {T3} |" in page
+    report["claims"][-1]["rule"] = "no_such_rule"
+    dump(path, report)
+    with pytest.raises(ConfigError, match=r"report.yaml: claims\[7\].rule: 'no_such_rule'"):
+        claims(evidence(beats_world))
+    report["claims"][-1]["rule"] = "beats"
+    report["rules"]["beats"] = "Beats by {a_threshold_that_does_not_exist}."
+    dump(path, report)
+    with pytest.raises(ConfigError, match="a_threshold_that_does_not_exist"):
+        claims(evidence(beats_world))

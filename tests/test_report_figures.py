@@ -1,127 +1,146 @@
-"""Figures 3 and 4 rebuilt from results fixtures written here: panels, lines, styles, colours, scales."""
+"""Figures 1(b–d), 3 and 4 rebuilt from results fixtures: lines, colours and styles, readable axes (no metric
+keys, no "×10" log ticks), the seeds each figure draws, J_H by hand and its peak from the full curve."""
 
 from __future__ import annotations
 
+import json
 import statistics
 
 import pytest
+import torch
 from matplotlib.colors import to_rgba
-from report_fixtures import P1, P2, report_context, write_experiments, write_run
+from report_fixtures import P1, P2, P3, evidence, metric_rows, write_experiments, write_run
 
-from gropd.report import build
-from gropd.report.figure3 import build_figure3
-from gropd.report.figure4 import build_figure4
-from gropd.report.plotting import centred_mean, trailing_mean
+from gropd.horizon import separation_curve
+from gropd.report import build, figures
+from gropd.report.figures import moving_mean
 
 PURPLE = to_rgba("purple")
+FIG1 = {
+    "kind": "train",
+    "seeds": [0],
+    "include": [
+        {"kind": "score", "pairing": P1},
+        {"kind": "score", "pairing": P2},
+        {"kind": "score", "pairing": P3},
+        {"pairing": P1, "method": "raw"},
+        {"pairing": P1, "method": "gropd", "gropd.lam": 0.25},
+    ],
+}
+# J_H by hand. Batch 1, prompt A: correct [1,1,1,0,0,0,0,0] vs incorrect [0,0,0,1,1,1,1,1] (8 tokens each):
+# S_c = min(H, 3), S_w = max(0, H − 3): wins for H ≤ 5, tie at 6, losses at 7, 8.
+# Batch 2, prompt B: correct [1, 0] (2 tokens) vs incorrect [0, 0, 0, 3] (4 tokens): S_c = 1, S_w = 0 until
+# H = 4, then 3: wins for H ≤ 3, losses after. Prompt C: both correct, left out.
+J_EXPECTED = [(a + b) / 2 for a, b in zip([1, 1, 1, 1, 1, 0.5, 0, 0], [1, 1, 1, 0, 0, 0, 0, 0], strict=True)]
 
 
-def rows(n, **metrics):
-    """n rollout batches (steps 1..n); each metric given as a function of the step."""
-    return [{"step": s, **{k: f(s) for k, f in metrics.items()}} for s in range(1, n + 1)]
+def saved_batch(rows, group_size, width=8):
+    """A dumped rollout batch from (f values, correct) rows, right-padded to `width`."""
+    f, mask = torch.zeros(len(rows), width), torch.zeros(len(rows), width)
+    for i, (values, _) in enumerate(rows):
+        f[i, : len(values)] = torch.tensor(values, dtype=torch.float32)
+        mask[i, : len(values)] = 1
+    return {"f": f, "mask": mask, "correct": torch.tensor([c for _, c in rows]), "group_size": group_size}
 
 
 def reward(s):
     return 0.5 + 0.01 * s
 
 
-def grouped(lines):
-    """Drawn runs as (faint, bold, dot) triples, in drawing order."""
-    assert len(lines) % 3 == 0
-    return [tuple(lines[i : i + 3]) for i in range(0, len(lines), 3)]
-
-
-@pytest.fixture
-def world(tmp_path):
-    write_experiments(tmp_path)
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("world")
+    write_experiments(tmp_path, grids={"fig1": FIG1, "table6": None})
     res = tmp_path / "results"
+    batches = [
+        saved_batch([([1, 1, 1, 0, 0, 0, 0, 0], True), ([0, 0, 0, 1, 1, 1, 1, 1], False)], 2),
+        saved_batch([([1, 0], True), ([0, 0, 0, 3], False), ([2], True), ([5, 5], True)], 2, width=4),
+    ]
+    write_run(res, "tiny", f"fig1__{P1}__score", horizon=separation_curve(batches))
+    write_run(res, "tiny", f"fig1__{P2}__score")  # a pass without horizon.json
+    write_run(res, "tiny", f"fig1__{P3}__score", horizon=separation_curve([saved_batch([([1, 0], False)] * 2, 2)]))
+    length, falling = (lambda s: 20.0 + 15 * s), (lambda s: 0.6 - 0.05 * s)
     write_run(
-        res,
-        "tiny",
-        f"lambda__{P1}__gropd-lam0.5",
-        metrics=rows(30, verifier_reward=reward),
-        fields={"pairing": P1, "method": "gropd", "lam": 0.5, "gamma": 0.99},
+        res, "tiny", f"fig1__{P1}__raw", metrics=metric_rows(12, mean_response_len=length, verifier_reward=falling)
     )
     write_run(
         res,
         "tiny",
-        f"lambda__{P1}__gropd-lam0.25",
-        "collapsed",
-        collapse_step=12,
-        metrics=rows(12, verifier_reward=reward),
-        fields={"pairing": P1, "method": "gropd", "lam": 0.25},
-    )
-    write_run(
-        res,
-        "tiny",
-        f"lambda__{P1}__opd",
-        metrics=rows(30, verifier_reward=lambda s: 0.4),
-        fields={"pairing": P1, "method": "opd"},
-    )
-    write_run(
-        res,
-        "tiny",
-        f"lambda__{P2}__gropd-lam0.25",
+        f"fig1__{P1}__gropd-lam0.25",
         "running",
-        step=10,
-        steps=120,
-        metrics=rows(10, verifier_reward=reward),
-        fields={"pairing": P2, "method": "gropd", "lam": 0.25},
+        step=5,
+        steps=12,
+        metrics=metric_rows(5, mean_response_len=30.0, verifier_reward=0.5),
+    )
+    write_run(res, "tiny", f"lambda__{P1}__gropd-lam0.5", metrics=metric_rows(30, verifier_reward=reward))
+    lam25 = metric_rows(12, verifier_reward=reward)
+    write_run(res, "tiny", f"lambda__{P1}__gropd-lam0.25", "collapsed", collapse_step=12, metrics=lam25)
+    write_run(res, "tiny", f"lambda__{P1}__opd", metrics=metric_rows(30, verifier_reward=0.4))
+    write_run(
+        res, "tiny", f"lambda__{P2}__gropd-lam0.25", "running", step=10, metrics=metric_rows(10, verifier_reward=reward)
     )
     for lam in (0.2, 0.25):
         for gamma in (0.99, 1.0):
-
-            def length(s, gamma=gamma):
-                return 100.0 * (1.05**s if gamma == 1.0 else 1.0)
-
-            metrics = rows(
+            rows = metric_rows(
                 20,
-                mean_response_len=length,
+                mean_response_len=lambda s, gamma=gamma: 47.0 + (0.25 * s if gamma == 1.0 else 0.0),
                 verifier_reward=reward,
                 pearson_score_len=lambda s: None if s % 2 else 0.3,
                 spearman_score_reward=lambda s, lam=lam: None if lam == 0.2 else 0.1,
             )
-            write_run(
-                res,
-                "tiny",
-                f"gamma__{P2}__gropd-lam{lam:g}-gamma{gamma:g}",
-                metrics=metrics,
-                fields={"pairing": P2, "method": "gropd", "lam": lam, "gamma": gamma},
-            )
+            write_run(res, "tiny", f"gamma__{P2}__gropd-lam{lam:g}-gamma{gamma:g}", metrics=rows)
     return tmp_path
 
 
-def test_fig3a_panels_lines_colours_and_last_step_dots(world):
-    figures = build_figure3(report_context(world))
-    fig = figures.figures["fig3a"]
+@pytest.fixture
+def drawn(monkeypatch):
+    """The Figures and notes each figure artefact is made of, as figures.figure_artefact receives them (not
+    rendered: the build test renders)."""
+    seen = {}
+
+    def spy(ev, name, text, figs, runs, notes):
+        seen[name] = {"figures": figs, "notes": notes, "caption": text[1], "points": text[2]}
+
+    monkeypatch.setattr(figures, "figure_artefact", spy)
+    return seen
+
+
+def triples(lines):
+    """A trailing-average run's lines: (faint, dot, bold) per run, in drawing order."""
+    assert len(lines) % 3 == 0
+    return [tuple(lines[i : i + 3]) for i in range(0, len(lines), 3)]
+
+
+def test_fig3a_lines_colours_readable_axes_and_seeds(world, drawn):
+    figures.fig3(evidence(world))
+    fig = drawn["fig3"]["figures"]["fig3a"]
     left, right = fig.axes
-    assert left.get_title() == "I4nothink→I1.7nothink" and right.get_title() == "I32nothink→I1.7nothink"
-    assert left.get_ylabel() == "verifier_reward"
-    runs = grouped(left.get_lines())
-    assert len(runs) == 3 and len(grouped(right.get_lines())) == 1
-    (faint, bold, dot), (_, bold25, dot25), (_, opd_bold, opd_dot) = runs
+    assert (left.get_title(), right.get_title()) == ("I4nothink→I1.7nothink", "I32nothink→I1.7nothink")
+    assert left.get_ylabel() == "mean verifier reward (fraction correct)"
+    assert left.get_xlabel() == "rollout batch (training step)"
+    assert "seed 0" in fig.get_suptitle()
+    (faint, dot, bold), (_, dot25, bold25), (_, opd_dot, opd_bold) = triples(left.get_lines())
     assert faint.get_alpha() < 1 and bold.get_linewidth() > faint.get_linewidth()
-    assert list(bold.get_ydata()) == pytest.approx(trailing_mean([reward(s) for s in range(1, 31)], 10))
+    assert list(bold.get_ydata()) == pytest.approx(moving_mean([reward(s) for s in range(1, 31)], 10, False))
     assert bold.get_ydata()[-1] == pytest.approx(statistics.fmean(reward(s) for s in range(21, 31)))
-    assert dot.get_marker() == "o" and dot.get_linestyle() == "None" and list(dot.get_xdata()) == [30]
-    assert list(dot25.get_xdata()) == [12]  # the collapsed run ends early
-    assert to_rgba(opd_bold.get_color()) == PURPLE and to_rgba(opd_dot.get_color()) == PURPLE
+    assert dot.get_marker() == "o" and list(dot.get_xdata()) == [30] and list(dot25.get_xdata()) == [12]
+    assert to_rgba(opd_bold.get_color()) == PURPLE == to_rgba(opd_dot.get_color())
     assert to_rgba(bold.get_color()) != PURPLE and bold.get_color() != bold25.get_color()
-    assert all(line.get_linestyle() == "-" for line in (faint, bold, opd_bold))
     assert [t.get_text() for t in left.get_legend().get_texts()] == [
         "GR-OPD (λ=0.5, γ=0.99)",
         "GR-OPD (λ=0.25, γ=0.99)",
         "vanilla OPD",
     ]
-    assert f"run lambda__{P2}__opd: not run" in figures.missing
-    assert f"run lambda__{P2}__gropd-lam0.25: running, step 10 of 120 (partial line)" in figures.missing
+    assert drawn["fig3"]["notes"] == [
+        f"`lambda__{P2}__gropd-lam0.25`: running, step 10 of 100 (partial line)",
+        f"`lambda__{P2}__opd`: not run",
+    ]
 
 
-def test_fig3b_dashes_gamma_one(world):
-    fig = build_figure3(report_context(world)).figures["fig3b"]
-    (ax,) = fig.axes
-    styles = [(bold.get_label(), bold.get_linestyle()) for _, bold, _ in grouped(ax.get_lines())]
-    assert styles == [
+def test_fig3b_dashes_gamma_one(world, drawn):
+    figures.fig3(evidence(world))
+    (ax,) = drawn["fig3"]["figures"]["fig3b"].axes
+    assert [(bold.get_label(), bold.get_linestyle()) for _, _, bold in triples(ax.get_lines())] == [
         ("GR-OPD (λ=0.2, γ=0.99)", "-"),
         ("GR-OPD (λ=0.2, γ=1)", "--"),
         ("GR-OPD (λ=0.25, γ=0.99)", "-"),
@@ -129,67 +148,87 @@ def test_fig3b_dashes_gamma_one(world):
     ]
 
 
-def test_fig3_metric_comes_from_report_yaml(tmp_path):
-    write_experiments(tmp_path, report={"fig3": {"metric": "mean_response_len", "window": 3}})
-    write_run(
-        tmp_path / "results",
-        "tiny",
-        f"lambda__{P1}__opd",
-        fields={"pairing": P1, "method": "opd"},
-        metrics=rows(5, mean_response_len=lambda s: float(s)),
-    )
-    figures = build_figure3(report_context(tmp_path))
-    ax = figures.figures["fig3a"].axes[0]
-    assert ax.get_ylabel() == "mean_response_len"
-    assert list(ax.get_lines()[1].get_ydata()) == pytest.approx([1, 1.5, 2, 3, 4])  # trailing 3-step mean
-
-
-def test_fig4_panels_scales_styles_and_null_metrics(world):
-    figures = build_figure4(report_context(world))
-    a, b, c, d = figures.figures["fig4"].axes
+def test_fig4_centred_averages_and_a_log_axis_with_plain_ticks(world, drawn):
+    figures.fig4(evidence(world))
+    fig = drawn["fig4"]["figures"]["fig4"]
+    a, b, c, d = fig.axes
     assert [ax.get_yscale() for ax in (a, b, c, d)] == ["log", "linear", "linear", "linear"]
-    assert a.get_title().startswith("(A)") and d.get_title().startswith("(D)")
-    assert [len(ax.get_lines()) for ax in (a, b, c, d)] == [4, 4, 4, 2]  # λ = .2 runs have no Spearman values
+    assert a.get_ylabel() == "mean response length (tokens)" and d.get_title() == "(D) Spearman(S, reward)"
+    assert [len(ax.get_lines()) for ax in (a, b, c, d)] == [4, 4, 4, 2]  # λ = .2 has no Spearman values
     assert [line.get_linestyle() for line in a.get_lines()] == ["-", "--", "-", "--"]
     assert list(c.get_lines()[0].get_xdata()) == list(range(2, 21, 2))  # null Pearson steps skipped
-    lengths = [100.0 * 1.05**s for s in range(1, 21)]
-    assert list(a.get_lines()[1].get_ydata()) == pytest.approx(centred_mean(lengths, 10))
+    lengths = [47.0 + 0.25 * s for s in range(1, 21)]
+    assert list(a.get_lines()[1].get_ydata()) == pytest.approx(moving_mean(lengths, 10, True))
     assert a.get_lines()[1].get_ydata()[0] == pytest.approx(statistics.fmean(lengths[:6]))  # v_1..v_6 (window 10)
-    assert "centred 10-step moving averages" in figures.figures["fig4"].get_suptitle()
+    fig.canvas.draw()
+    labels = [t.get_text() for t in a.get_yticklabels() + a.get_yticklabels(minor=True) if t.get_text()]
+    assert labels and all(label.replace(".", "").isdigit() for label in labels)  # "48", never "4.8×10¹"
+    assert "seed 0" in fig.get_suptitle()
+    assert f"`gamma__{P2}__gropd-lam0.2-gamma0.99`: no spearman_score_reward in metrics.jsonl" in drawn["fig4"]["notes"]
+
+
+def test_fig1_j_h_by_hand_and_the_peak_from_the_full_curve(world, drawn):
+    figures.fig1(evidence(world))
+    b = drawn["figure1"]["figures"]["figure1"].axes[0]
+    curve, dot, chance = b.get_lines()
+    assert list(curve.get_xdata()) == list(range(1, 9))  # 40 cube-root points over 1..8 hit every integer
+    assert list(curve.get_ydata()) == pytest.approx(J_EXPECTED, abs=1e-12)
+    assert (list(dot.get_xdata()), list(dot.get_ydata())) == ([1], [1.0]) and list(chance.get_ydata()) == [0.5, 0.5]
+    assert b.get_xscale() == "function" and b.get_ylabel() == "J_H(H): within-prompt AUC"
+    assert drawn["figure1"]["points"] == [
+        "I4nothink→I1.7nothink: peak J_H = 1.000 at H = 1 tokens of 8 (2 of 3 prompts informative; mean reward 0.667)"
+    ]
+    assert drawn["figure1"]["notes"][:2] == [
+        f"`fig1__{P2}__score`: no horizon.json (a scoring pass writes it)",
+        f"`fig1__{P3}__score`: J_H undefined: no prompt has both correct and incorrect responses (1 prompts)",
+    ]
+
+
+def test_fig1_peak_off_the_drawn_grid_is_found_and_drawn(tmp_path, drawn):
+    """100 horizons with the peak at H = 37; 4 drawn points (1, 8 or so, …, 100) would miss it."""
+    write_experiments(tmp_path, grids={"fig1": FIG1, "table6": None}, report={"fig1": {"horizon_points": 4}})
+    values = [0.5 + (0.4 if h == 37 else 0.1) for h in range(1, 101)]
+    curve = {"horizons": list(range(1, 101)), "values": values, "informative": 5, "prompts": 8, "reward": 0.5}
+    write_run(tmp_path / "results", "tiny", f"fig1__{P1}__score", horizon=curve)
+    figures.fig1(evidence(tmp_path))
+    line, dot = drawn["figure1"]["figures"]["figure1"].axes[0].get_lines()[:2]
+    assert 37 in list(line.get_xdata()) and len(line.get_xdata()) == 5
+    assert (list(dot.get_xdata()), list(dot.get_ydata())) == ([37], [pytest.approx(0.9)])
+    assert drawn["figure1"]["points"][0].startswith("I4nothink→I1.7nothink: peak J_H = 0.900 at H = 37 tokens of 100")
+
+
+def test_fig1_raw_score_drawn_over_gropd_with_the_cap(world, drawn):
+    figures.fig1(evidence(world))
+    _, c, d = drawn["figure1"]["figures"]["figure1"].axes
+    *runs, cap = c.get_lines()
+    assert list(cap.get_ydata()) == [200, 200] and cap.get_label() == "generation cap (200 tokens)"
+    (_, _, gropd_bold), (faint, _, raw_bold) = triples(runs)  # GR-OPD first, the raw score on top
+    assert list(faint.get_ydata()) == [20.0 + 15 * s for s in range(1, 13)]
+    assert raw_bold.get_zorder() > gropd_bold.get_zorder() and raw_bold.get_linestyle() == "-."
+    assert to_rgba(raw_bold.get_color()) == to_rgba("tab:blue") != to_rgba(gropd_bold.get_color())
     assert (
-        f"run gamma__{P2}__gropd-lam0.2-gamma0.99: no spearman_score_reward values in metrics.jsonl" in figures.missing
+        c.get_ylabel() == "mean response length (tokens)"
+        and d.get_ylabel() == "mean verifier reward (fraction correct)"
     )
+    assert f"`fig1__{P1}__gropd-lam0.25`: running, step 5 of 12 (partial line)" in drawn["figure1"]["notes"]
 
 
 def test_build_writes_png_pdf_markdown_and_provenance(world):
     paths = build(
-        ["fig3", "fig4"],
+        ["fig3", "fig4", "fig1"],
         profile="tiny",
         results_root=world / "results",
         experiments_dir=world / "experiments",
         out_root=world / "out",
     )
-    names = {p.name for p in paths}
-    assert {
-        "fig3a.png",
-        "fig3a.pdf",
-        "fig3b.png",
-        "fig3b.pdf",
-        "fig3.md",
-        "fig3.provenance.json",
-        "fig4.png",
-        "fig4.pdf",
-        "fig4.md",
-        "fig4.provenance.json",
-    } == names
-    assert all(p.stat().st_size > 0 for p in paths)
-    assert (world / "out" / "tiny" / "fig3a.png").read_bytes()[:4] == b"\x89PNG"
-    assert f"- run lambda__{P2}__opd: not run" in (world / "out" / "tiny" / "fig3.md").read_text()
-
-
-def test_empty_results_still_draw(tmp_path):
-    write_experiments(tmp_path)
-    figures = build_figure3(report_context(tmp_path))
-    assert len(figures.missing) == 5 + 4 and all(line.endswith("not run") for line in figures.missing)
-    assert all(len(ax.get_lines()) == 0 for ax in figures.figures["fig3a"].axes)
-    assert build_figure4(report_context(tmp_path)).figures["fig4"].axes[0].get_yscale() == "log"
+    out = world / "out" / "tiny"
+    assert {p.name for p in paths} == {
+        *(f"{stem}.{ext}" for stem in ("fig3a", "fig3b", "fig4", "figure1") for ext in ("png", "pdf")),
+        *(f"{name}.{ext}" for name in ("fig3", "fig4", "figure1") for ext in ("md", "provenance.json")),
+    }
+    assert (out / "fig3a.png").read_bytes()[:4] == b"\x89PNG" and (out / "fig4.pdf").read_bytes()[:4] == b"%PDF"
+    fig3 = (out / "fig3.md").read_text()
+    assert "Drawn: seed 0 (one run per setting" in fig3 and f"Built from `{world / 'results' / 'tiny'}/`" in fig3
+    assert f"- `lambda__{P2}__opd`: not run" in fig3
+    provenance = json.loads((out / "fig3.provenance.json").read_text())
+    assert provenance["missing"] == [line[2:] for line in fig3.splitlines() if line.startswith("- `")]

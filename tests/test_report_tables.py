@@ -1,340 +1,284 @@
-"""Tables 1–6 rebuilt from results fixtures written here (gropd.report)."""
+"""Tables 1–6 rebuilt from results fixtures: the statistics convention (mean ± sample std with n, bold only
+where the paired comparison calls it, nothing bold at n = 1), CSV numbers in their own columns, the Avg@K
+header from the K the runs recorded, Missing lines equal to the provenance sidecar, the rows beyond the paper,
+the pressure medians pooled with Table 1's runs. Every expected number is worked out by hand in a comment.
+"""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
-import statistics
 
 import pytest
 import yaml
-from report_fixtures import P1, P2, P3, P4, REPO, report_context, summary, write_experiments, write_run
+from report_fixtures import (
+    P1,
+    P2,
+    P3,
+    dump,
+    macro_summary,
+    metric_rows,
+    scored,
+    seeded,
+    summary,
+    table1_grid,
+    write_experiments,
+    write_run,
+)
 
-from gropd.config.errors import ConfigError
+from gropd.config import ConfigError
 from gropd.report import ARTEFACTS, build
-from gropd.report.formats import to_latex, to_markdown
-from gropd.report.manifest_tables import UNPINNED, build_table3, build_table4, build_table5
 from gropd.report.settings import load_settings
-from gropd.report.table1 import build_table1
-from gropd.report.table2 import build_table2
-from gropd.report.table6 import build_table6
 
-T1, T2, T3 = "I4nothink→I1.7nothink", "I32nothink→I1.7nothink", "I4think→B1.7"
+T1, T3 = "I4nothink→I1.7nothink", "I4think→B1.7"
+BASELINES = {"kind": "train", "seeds": [0], "matrix": {"pairing": [P1], "method": ["fullkl", "constant"]}}
 
 
-def row_of(table, pairing_title, method_prefix):
-    return next(row for row in table.rows if row[0].text == pairing_title and row[1].text.startswith(method_prefix))
+def built(root, *names, profile="tiny"):
+    """Build `names` from root/results into root/out; returns {file name: text} of the text files."""
+    paths = build(
+        list(names),
+        profile=profile,
+        results_root=root / "results",
+        experiments_dir=root / "experiments",
+        out_root=root / "out",
+    )
+    return {p.name: p.read_text() for p in paths if p.suffix in (".md", ".csv", ".tex", ".json")}
+
+
+def row(md: str, *labels: str) -> list[str]:
+    """The cells of the Markdown row whose first cells are `labels`."""
+    for line in md.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[: len(labels)] == list(labels):
+            return cells
+    raise AssertionError(f"no row {labels} in\n{md}")
+
+
+def csv_rows(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
 
 
 @pytest.fixture
 def table1_world(tmp_path):
-    """Tiny profile, suites add/sub/mul. P1: both finished; P2: opd collapsed; P3: running / no summary;
-    P4: gropd trained but not evaluated, opd not run."""
-    write_experiments(tmp_path)
-    res = tmp_path / "results"
-    write_run(
-        res,
-        "tiny",
-        f"table1__{P1}__gropd",
-        fields={"pairing": P1, "method": "gropd", "lam": 0.25, "gamma": 0.99},
-        eval_summary=summary({"add": 50.0, "sub": 30.0, "mul": 20.0}),
-    )
-    write_run(
-        res,
-        "tiny",
-        f"table1__{P1}__opd",
-        fields={"pairing": P1, "method": "opd"},
-        eval_summary=summary({"add": 40.0, "sub": 35.0, "mul": 20.0}),
-    )
-    write_run(
-        res,
-        "tiny",
-        f"table1__{P2}__gropd",
-        fields={"pairing": P2, "method": "gropd"},
-        eval_summary=summary({"add": 1.004, "sub": 1.004, "mul": 1.012}),
-    )
-    write_run(
-        res,
-        "tiny",
-        f"table1__{P2}__opd",
-        "collapsed",
-        fields={"pairing": P2, "method": "opd"},
-        collapse_step=37,
-        reason="verifier reward fell below 25% of its start",
-    )
-    write_run(
-        res, "tiny", f"table1__{P3}__gropd", "running", fields={"pairing": P3, "method": "gropd"}, step=40, steps=120
-    )
-    write_run(res, "tiny", f"table1__{P3}__opd", fields={"pairing": P3, "method": "opd"})
-    write_run(res, "tiny", f"table1__{P4}__gropd", "trained", fields={"pairing": P4, "method": "gropd"}, step=120)
+    """P1: GR-OPD macros 30, 32, 34 and OPD 20, 21, 22 (seeds 0–2; the grid lists seed 0, the others are on disk
+    as `--seeds 3` leaves them); P3: GR-OPD 5, 6 and OPD collapsed in both seeds."""
+    write_experiments(tmp_path, grids={"table1": table1_grid(P1, P3)})
+    scored(tmp_path, f"table1__{P1}__gropd", [30.0, 32.0, 34.0])
+    scored(tmp_path, f"table1__{P1}__opd", [20.0, 21.0, 22.0])
+    scored(tmp_path, f"table1__{P3}__gropd", [5.0, 6.0])
+    scored(tmp_path, f"table1__{P3}__opd", [None, None])
     return tmp_path
 
 
-def test_table1_bolds_the_higher_entry_per_pairing_and_column(table1_world):
-    table, _ = build_table1(report_context(table1_world, "tiny"))
-    assert table.header == ["Pairing", "Method", "ADD Avg@4", "SUB Avg@4", "MUL Avg@4", "Macro"]
-    gropd, opd = row_of(table, T1, "GR-OPD"), row_of(table, T1, "vanilla")
-    assert gropd[1].text == "GR-OPD (λ=0.25, γ=0.99)" and opd[1].text == "vanilla OPD"
-    # macro: (50 + 30 + 20) / 3 = 33.33 vs (40 + 35 + 20) / 3 = 31.67; MUL 20 = 20 is a tie.
-    assert [c.text for c in gropd[2:]] == ["50.00", "30.00", "20.00‡", "33.33"]
-    assert [c.text for c in opd[2:]] == ["40.00", "35.00", "20.00‡", "31.67"]
-    assert [c.bold for c in gropd[2:]] == [True, False, False, True]
-    assert [c.bold for c in opd[2:]] == [False, True, False, False]
-    md = to_markdown(table)
-    assert "| I4nothink→I1.7nothink | GR-OPD (λ=0.25, γ=0.99) | **50.00** | 30.00 | 20.00‡ | **33.33** |" in md
-    tex = to_latex(table)
-    assert r"\toprule" in tex and r"\bottomrule" in tex and r"\textbf{50.00}" in tex
+def test_table1_cells_are_mean_std_n_and_bold_follows_the_paired_comparison(table1_world):
+    md = built(table1_world, "table1")["table1.md"]
+    # GR-OPD: add = macro − 1 = 29, 31, 33: mean 31, sample std 2. Paired GR-OPD − OPD per seed: 10, 11, 12: mean
+    # 11, std 1, t(0.975, 2) = 4.3027 -> half-width 4.3027 / √3 = 2.484: [+8.52, +13.48], excluding 0: bold.
+    assert row(md, T1, "GR-OPD (λ=0.25, γ=0.99)") == [
+        T1,
+        "GR-OPD (λ=0.25, γ=0.99)",
+        "3",
+        "**31.00 ± 2.00**",
+        "**32.00 ± 2.00**",
+        "**33.00 ± 2.00**",
+        "**32.00 ± 2.00**",
+        "+11.00 [+8.52, +13.48] (n=3), better",
+    ]
+    assert row(md, T1, "vanilla OPD")[2:] == ["3", "20.00 ± 1.00", "21.00 ± 1.00", "22.00 ± 1.00", "21.00 ± 1.00", "—"]
+    # P3: vanilla OPD collapsed in both seeds: no mean, no comparison; GR-OPD 5, 6: mean 5.5, std 0.707.
+    assert row(md, T3, "vanilla OPD")[2:] == ["2 collapsed"] + ["Collapse"] * 4 + ["—"]
+    assert row(md, T3, "GR-OPD (λ=0, γ=0.99)")[6:] == ["5.50 ± 0.71", "collapsed: vanilla OPD 2 of 2, this row 0 of 2"]
+    assert "mean ± sample std (ddof 1) over n seeds" in md and "`" + str(table1_world / "results" / "tiny") in md
 
 
-def test_table1_macro_is_the_mean_of_unrounded_suite_scores(table1_world):
-    table, _ = build_table1(report_context(table1_world, "tiny"))
-    scores = [1.004, 1.004, 1.012]
-    assert f"{statistics.fmean(round(s, 2) for s in scores):.2f}" == "1.00"  # rounding first would give this
-    macro = row_of(table, T2, "GR-OPD")[5]
-    assert macro.text == "1.01"  # (1.004 + 1.004 + 1.012) / 3 = 1.00667
-    assert float(macro.raw) == pytest.approx(3.02 / 3)
+def test_table1_csv_carries_numbers_in_their_own_columns(table1_world):
+    rows = csv_rows(built(table1_world, "table1")["table1.csv"])
+    gropd = next(r for r in rows if r["Pairing"] == T1 and r["Method"].startswith("GR-OPD"))
+    assert (float(gropd["Macro mean"]), float(gropd["Macro std"]), int(gropd["Macro n"])) == (32.0, 2.0, 3)
+    assert (int(gropd["seeds n"]), int(gropd["seeds collapsed"])) == (3, 0)
+    assert float(gropd["Δ Macro vs vanilla OPD mean"]) == pytest.approx(11.0)
+    assert float(gropd["Δ Macro vs vanilla OPD ci_low"]) == pytest.approx(11 - 4.302652729749464 / 3**0.5)
+    collapsed = next(r for r in rows if r["Pairing"] == T3 and r["Method"] == "vanilla OPD")
+    assert collapsed["Macro mean"] == "" and collapsed["seeds collapsed"] == "2"
 
 
-def test_table1_collapsed_row_and_missing_runs(table1_world):
-    table, _ = build_table1(report_context(table1_world, "tiny"))
-    assert [c.text for c in row_of(table, T2, "vanilla")[2:]] == ["Collapse"] * 4
-    assert all(c.bold for c in row_of(table, T2, "GR-OPD")[2:])  # a finished run beats a collapse
-    assert any(f"table1__{P2}__opd: collapsed at step 37: verifier reward" in note for note in table.notes)
-    assert f"run table1__{P3}__gropd: running, step 40 of 120" in table.missing
-    assert f"run table1__{P3}__opd: no eval/summary.json" in table.missing
-    assert f"run table1__{P4}__gropd: trained, evaluation not finished" in table.missing
-    assert f"run table1__{P4}__opd: not run" in table.missing
-    assert [c.text for c in row_of(table, T3, "GR-OPD")[2:]] == ["—"] * 4
-    md = to_markdown(table)
-    assert "**Missing:**" in md and f"- run table1__{P4}__opd: not run" in md
+def test_one_seed_bolds_nothing(tmp_path):
+    write_experiments(tmp_path, grids={"table1": table1_grid(P1)})
+    scored(tmp_path, f"table1__{P1}__gropd", [42.79])
+    scored(tmp_path, f"table1__{P1}__opd", [12.0])
+    md = built(tmp_path, "table1")["table1.md"]
+    assert "**" not in md.split("|---")[1]
+    assert row(md, T1, "GR-OPD (λ=0.25, γ=0.99)")[2:] == ["1", "41.79", "42.79", "43.79", "42.79", "+30.79 (n=1)"]
 
 
-def test_table1_seeds_give_mean_and_sample_std_and_mark_ties(tmp_path):
-    write_experiments(tmp_path, table1_seeds=(0, 1, 2))
-    res = tmp_path / "results"
-    gropd = {"add": [50.0, 52.0, 54.0], "sub": [30.0, 34.0, 32.0], "mul": [10.0, 10.0, 10.0]}
-    opd = {"add": [40.0, 41.0, 42.0], "sub": [31.0, 31.0, 31.5], "mul": [10.0, 10.0, 10.0]}
-    for seed in range(3):
-        tail = f"__seed{seed}" if seed else ""
-        for method, scores in (("gropd", gropd), ("opd", opd)):
-            write_run(
-                res,
-                "tiny",
-                f"table1__{P1}__{method}{tail}",
-                fields={"pairing": P1, "method": method, "seed": seed},
-                eval_summary=summary({k: v[seed] for k, v in scores.items()}),
-            )
-    table, _ = build_table1(report_context(tmp_path, "tiny"))
-    g, o = row_of(table, T1, "GR-OPD"), row_of(table, T1, "vanilla")
-    # add: 52 ± 2 vs 41 ± 1 -> gap 11 > 2, bold. sub: 32 ± 2 vs 31.17 ± 0.29 -> gap 0.83 < 2, tie.
-    assert g[2].text == "52.00 ± 2.00" and g[2].bold
-    assert o[2].text == "41.00 ± 1.00" and not o[2].bold
-    assert g[3].text == "32.00 ± 2.00‡" and not g[3].bold
-    assert o[3].text == "31.17 ± 0.29‡" and not o[3].bold
-    assert "mean ± sample std over seeds" in table.caption
+def test_the_avg_header_follows_the_k_the_runs_recorded(tmp_path):
+    """suites.yaml says K = 4; the runs recorded 8 (and one run of P2 recorded 4 for every suite)."""
+    write_experiments(tmp_path, grids={"table1": table1_grid(P1, P2)})
+    for method in ("gropd", "opd"):
+        write_run(tmp_path / "results", "tiny", f"table1__{P1}__{method}", eval_summary=macro_summary(30.0, k=8))
+    md = built(tmp_path, "table1")["table1.md"]
+    assert "| ADD Avg@8 | SUB Avg@8 | MUL Avg@8 | Macro |" in md
+    write_run(tmp_path / "results", "tiny", f"table1__{P2}__opd", eval_summary=macro_summary(30.0, k=4))
+    assert "| ADD Avg@4,8 |" in built(tmp_path, "table1")["table1.md"]
 
 
-def test_table1_paper_headers_show_used_and_paper_counts(tmp_path):
-    write_experiments(tmp_path)
-    scores = {k: 10.0 for k in ("aime24", "aime25", "amc23", "math500", "minerva", "olympiadbench")}
-    questions = {"aime24": 30, "aime25": 30, "amc23": 40, "math500": 500, "minerva": 272, "olympiadbench": 675}
+def test_missing_lines_name_each_run_once_and_equal_the_provenance(table1_world):
+    results = table1_world / "results" / "tiny"
+    write_run(table1_world / "results", "tiny", seeded(f"table1__{P1}__opd", 3))  # finished, no summary
     write_run(
-        tmp_path / "results",
-        "paper",
-        f"table1__{P1}__gropd",
-        fields={"pairing": P1, "method": "gropd"},
-        eval_summary=summary(scores, questions),
+        table1_world / "results", "tiny", seeded(f"table1__{P1}__gropd", 3), eval_summary={"suites": {}}
+    )  # no suites
+    files = built(table1_world, "table1")
+    md, provenance = files["table1.md"], json.loads(files["table1.provenance.json"])
+    listed = [line[2:] for line in md.split("**Missing** (runs not in the numbers above):\n")[1].splitlines()]
+    summary_path = results / f"table1__{P1}__opd__seed3" / "eval" / "summary.json"
+    no_suites = results / f"table1__{P1}__gropd__seed3" / "eval" / "summary.json"
+    assert (
+        listed
+        == provenance["missing"]
+        == [
+            f"`table1__{P1}__gropd__seed3`: {no_suites} has no suites",
+            f"`table1__{P1}__opd__seed3`: finished, but {summary_path} is missing",
+            f"`table1__{P3}__opd`: collapsed at step 5",
+            f"`table1__{P3}__opd__seed1`: collapsed at step 5",
+        ]
     )
-    table, _ = build_table1(report_context(tmp_path, "paper"))
-    assert table.header[2:] == [
-        "AIME 2024 Avg@32",
-        "AIME 2025 Avg@32",
-        "AMC 2023 Avg@32",
-        "MATH-500 Avg@8",
-        "Minerva Math Avg@8",
-        "OlympiadBench (675/170) Avg@8",
-        "Macro",
+    assert row(md, T1, "vanilla OPD")[2] == "3"  # the seed without a summary is not in n
+    assert {r["run_id"] for r in provenance["runs"]} >= {f"table1__{P1}__opd__seed3", f"table1__{P3}__opd"}
+    assert provenance["results_root"] == str(table1_world / "results")
+
+
+def test_rows_beyond_the_paper_compare_by_paired_seeds_with_both_paper_methods(table1_world):
+    """Grid baselines: full-vocabulary KL 25, 26, 27; constant advantage (c = 0.5) 20, 22, 24 on P1."""
+    dump(table1_world / "experiments" / "grids" / "baselines.yaml", {"name": "baselines", **BASELINES})
+    scored(table1_world, f"baselines__{P1}__fullkl", [25.0, 26.0, 27.0])
+    scored(table1_world, f"baselines__{P1}__constant", [20.0, 22.0, 24.0], config={"constant": {"c": 0.5}})
+    md = built(table1_world, "table1")["table1.md"]
+    assert "| Macro | Δ Macro vs vanilla OPD | Δ Macro vs GR-OPD |" in md
+    # fullkl − OPD: 5, 5, 5 (std 0: the interval is the point); fullkl − GR-OPD: −5, −5, −7... by seed: 25 − 30,
+    # 26 − 32, 27 − 34 = −5, −6, −7: mean −6, std 1, half-width 2.484.
+    assert row(md, T1, "full-vocabulary KL, beyond the paper")[6:] == [
+        "26.00 ± 1.00",
+        "+5.00 [+5.00, +5.00] (n=3), better",
+        "-6.00 [-8.48, -3.52] (n=3), worse",
+    ]
+    # constant − OPD: 0, 1, 2: mean 1, std 1: [−1.48, +3.48] holds 0.
+    assert row(md, T1, "constant advantage, beyond the paper (c=0.5)")[7] == "+1.00 [-1.48, +3.48] (n=3), not resolved"
+    assert "**" not in "".join(row(md, T1, "full-vocabulary KL, beyond the paper"))  # bold: the paper's pair only
+    assert "beyond the paper" in md.split("|")[0] and "grids table1 and baselines" in md
+
+
+def test_table2_is_the_median_per_run_pooled_over_every_grid(tmp_path):
+    """λ-sweep P1 λ = .25 seed 0: normalised 1, 2, 100 (median 2, mean 34.3); Table 1's twin of it (a copy) and
+    Table 1's seed 1: 3, 4, 5 (median 4). Pooled: seeds 0, 1: mean 3, sample std √2."""
+    write_experiments(tmp_path)
+    normalised = {0: [1.0, 2.0, 100.0], 1: [3.0, 4.0, 5.0]}
+    rows = {
+        s: metric_rows(3, pressure_normalised=v, pressure_retained=[x / 4 for x in v]) for s, v in normalised.items()
+    }
+    lam_run = f"lambda__{P1}__gropd-lam0.25"
+    write_run(tmp_path / "results", "tiny", lam_run, metrics=rows[0])
+    write_run(tmp_path / "results", "tiny", f"table1__{P1}__gropd", metrics=rows[0], fields={"copied_from": lam_run})
+    write_run(tmp_path / "results", "tiny", f"table1__{P1}__gropd__seed1", metrics=rows[1])
+    write_run(tmp_path / "results", "tiny", f"lambda__{P1}__gropd-lam0.5", "running", step=2, metrics=rows[1][:2])
+    files = built(tmp_path, "table2")
+    md = files["table2.md"]
+    assert row(md, T1, "0.25", "0.99") == [T1, "0.25", "0.99", "2", "3.00 ± 1.41", "0.75 ± 0.35"]
+    assert row(md, T1, "0.5", "0.99")[3:] == ["0", "—", "—"]
+    assert f"`{lam_run.replace('0.25', '0.5')}`: running, step 2 of 100" in md
+    assert "median" in md and "paper (reference)" not in md
+    assert json.loads(files["table2.provenance.json"])["missing"] == [
+        f"`{lam_run.replace('0.25', '0.5')}`: running, step 2 of 100",
+        f"`lambda__{P2}__gropd-lam0.25`: not run",
     ]
 
 
-@pytest.fixture
-def lambda_world(tmp_path):
+def test_table2_and_table6_show_the_papers_values_on_the_paper_profile(tmp_path):
     write_experiments(tmp_path)
-    for profile in ("tiny", "paper"):
-        res = tmp_path / "results"
-        write_run(
-            res,
-            profile,
-            f"lambda__{P1}__gropd-lam0.5",
-            fields={"pairing": P1, "method": "gropd", "lam": 0.5},
-            metrics=[
-                {"step": 1, "pressure_normalised": 3.0, "pressure_retained": 1.5},
-                {"step": 2, "pressure_normalised": 3.5, "pressure_retained": 1.75},
-                {"step": 3, "pressure_normalised": None, "pressure_retained": None},
-                {"step": 4, "pressure_normalised": 4.0, "pressure_retained": 2.0},
-            ],
-        )
-        write_run(
-            res,
-            profile,
-            f"lambda__{P1}__gropd-lam0.25",
-            "collapsed",
-            collapse_step=2,
-            fields={"pairing": P1, "method": "gropd", "lam": 0.25},
-            metrics=[
-                {"step": 1, "pressure_normalised": 2.0, "pressure_retained": 0.5},
-                {"step": 2, "pressure_normalised": 3.0, "pressure_retained": 0.8},
-            ],
-        )
-        write_run(res, profile, f"lambda__{P1}__opd", fields={"pairing": P1, "method": "opd"}, metrics=[])
-    return tmp_path
+    rows = metric_rows(2, pressure_normalised=[3.0, 5.0], pressure_retained=[1.5, 2.5])
+    write_run(tmp_path / "results", "paper", f"lambda__{P1}__gropd-lam0.5", metrics=rows)
+    scores = {suite: 10.0 for suite in ("aime24", "aime25", "amc23", "math500", "minerva", "olympiadbench")}
+    write_run(tmp_path / "results", "paper", "table6__B1.7-default", eval_summary=summary(scores))
+    files = built(tmp_path, "table2", "table6", profile="paper")
+    assert row(files["table2.md"], T1, "0.5", "0.99")[3:] == ["1", "4.00", "2.00", "3.21", "1.60"]
+    assert row(files["table6.md"], "Qwen3-1.7B-Base")[3:] == ["1", "10.00", "100.0", "23.099", "4,166.4"]
 
 
-def test_table2_averages_the_pressure_proxies_over_logged_steps(lambda_world):
-    table, _ = build_table2(report_context(lambda_world, "tiny"))
-    assert table.header == ["Pairing", "λ", "γ", "steps", "normalised pressure", "retained pressure"]
-    rows = {(r[0].text, r[1].text): [c.text for c in r] for r in table.rows}
-    # hand: (3 + 3.5 + 4) / 3 = 3.5 and (1.5 + 1.75 + 2) / 3 = 1.75 (the null step skipped)
-    assert rows[(T1, "0.5")] == [T1, "0.5", "0.99", "1–4", "3.50", "1.75"]
-    assert rows[(T1, "0.25")] == [T1, "0.25", "0.99", "1–2", "2.50", f"{(0.5 + 0.8) / 2:.2f}"]
-    assert rows[(T2, "0.25")] == [T2, "0.25", "0.99", "—", "—", "—"]
-    assert f"run lambda__{P2}__gropd-lam0.25: not run" in table.missing
-    assert any("collapsed at step 2; averaged over steps 1–2" in note for note in table.notes)
-    assert not any("__opd" in line for line in table.missing)  # vanilla OPD has no Table 2 row
-
-
-def test_table2_paper_reference_column_only_in_paper_profile(lambda_world):
-    paper, _ = build_table2(report_context(lambda_world, "paper"))
-    assert paper.header[-2:] == ["paper (reference): normalised", "paper (reference): retained"]
-    row = next(r for r in paper.rows if (r[0].text, r[1].text) == (T1, "0.5"))
-    assert [c.text for c in row[-2:]] == ["3.21", "1.60"]
-    assert [c.text for c in row[4:6]] == ["3.50", "1.75"]  # measured columns untouched
-    tiny, _ = build_table2(report_context(lambda_world, "tiny"))
-    assert not any("paper" in h for h in tiny.header)
-    assert "3.21" not in to_markdown(tiny)
-
-
-def test_table6_macro_tokens_and_reference_column(tmp_path):
+def test_table6_macro_tokens_and_seeds(tmp_path):
     write_experiments(tmp_path)
-    for profile in ("tiny", "paper"):
+    for seed, value in ((0, 40.0), (1, 44.0)):
+        tokens = {"add": 10.0, "sub": 20.0, "mul": 60.0 + seed}
         write_run(
             tmp_path / "results",
-            profile,
-            "table6__B1.7-default",
-            fields={"model": "B1.7", "mode": "default"},
-            eval_summary=summary(
-                {"add": 10.0, "sub": 20.0, "mul": 40.0}, tokens={"add": 1000.0, "sub": 2000.0, "mul": 4000.5}
-            ),
+            "tiny",
+            seeded("table6__B1.7-default", seed),
+            eval_summary=summary({"add": value, "sub": value, "mul": value}, tokens=tokens),
         )
-    tiny, _ = build_table6(report_context(tmp_path, "tiny"))
-    assert tiny.header == ["model", "mode", "role", "Macro Avg@K", "mean tokens"]
-    # macro (10 + 20 + 40) / 3 = 23.333; tokens (1000 + 2000 + 4000.5) / 3 = 2333.5
-    assert [c.text for c in tiny.rows[0]] == ["tiny-B1.7", "default", "student", "23.333", "2,333.5"]
-    assert [c.text for c in tiny.rows[1]] == ["tiny-I4", "think", "teacher", "—", "—"]
-    assert "run table6__I4-think: not run" in tiny.missing
-    paper, _ = build_table6(report_context(tmp_path, "paper"))
-    assert paper.header[-2:] == ["paper (reference): Macro Avg@K", "paper (reference): mean tokens"]
-    assert [c.text for c in paper.rows[0][-2:]] == ["23.099", "4,166.4"]
-    assert [c.text for c in paper.rows[1][-2:]] == ["74.574", "10,138.4"]
+    md = built(tmp_path, "table6")["table6.md"]
+    # Macro 40 and 44: mean 42, std 2.83; tokens (10 + 20 + 60) / 3 = 30 and 30.33: mean 30.17, std 0.24.
+    assert row(md, "tiny-B1.7") == ["tiny-B1.7", "default", "student", "2", "42.00 ± 2.83", "30.2 ± 0.2"]
+    assert row(md, "tiny-I4", "think")[3:] == ["0", "—", "—"]
 
 
-def test_table3_shows_the_six_training_numbers(tmp_path):
-    exp = write_experiments(tmp_path)
-    profile_file = exp / "profiles" / "tiny.yaml"
-    profile = yaml.safe_load(profile_file.read_text())
-    profile["train"].update(
-        prompts_per_batch=12, group_size=4, per_device_batch=24, grad_accum=1, replicas=1, minibatch_responses=16
-    )
-    profile_file.write_text(yaml.safe_dump(profile))
-    paper = build_table3(report_context(tmp_path, "paper"))
-    assert [r[1].text for r in paper.rows] == ["64", "8", "1", "8", "8", "64", "8"]
-    tiny = build_table3(report_context(tmp_path, "tiny"))
-    assert [r[1].text for r in tiny.rows] == ["12", "4", "24", "1", "1", "16", "3"]  # 12 x 4 / 16 = 3 steps
-    assert [r[2].text for r in tiny.rows] == ["64", "8", "1", "8", "8", "64", "8"]
-
-
-def test_table4_lists_repos_revisions_and_lock(tmp_path):
-    exp = write_experiments(tmp_path)
-    table = build_table4(report_context(tmp_path, "paper"))
-    cells = [[c.text for c in row] for row in table.rows]
-    assert [row[2:4] for row in cells] == [
-        ["Qwen/Qwen3-1.7B-Base", "ea980cb"],
-        ["Qwen/Qwen3-4B-Base", "906bfd4"],
-        ["Qwen/Qwen3-1.7B", "70d244c"],
-        ["Qwen/Qwen3-4B", "1cfa9a7"],
-        ["Qwen/Qwen3-32B", "9216db5"],
-    ]
-    assert all(row[4] == UNPINNED for row in cells)
-    full = "ea980cb" + "0123456789abcdef0123456789abcdef0"
-    (exp / "lock.yaml").write_text(f"models:\n  Qwen/Qwen3-1.7B-Base: {{revision: {full}}}\n")
-    cells = [[c.text for c in row] for row in build_table4(report_context(tmp_path, "paper")).rows]
-    assert cells[0][4] == full and cells[1][4] == UNPINNED
-    assert "full revision (lock.yaml)" not in build_table4(report_context(tmp_path, "tiny")).header
-
-
-def test_table5_counts_and_total(tmp_path):
+def test_table3_resolves_each_profile_with_its_pairings(tmp_path):
+    """P2's pairing layer doubles the tiny prompts per batch: Table 3 shows both values the runs get."""
     write_experiments(tmp_path)
-    table = build_table5(report_context(tmp_path, "paper"))
-    assert [r[2].text for r in table.rows] == ["30", "30", "40", "500", "272", "170", "1,042"]
-    assert [r[1].text for r in table.rows[:-1]] == ["32", "32", "32", "8", "8", "8"]
-    assert len(table.missing) == 6  # no evaluation yet: counts used unknown
+    pairings = yaml.safe_load((tmp_path / "experiments" / "pairings.yaml").read_text())
+    pairings[P2]["config"] = {**pairings[P2].get("config", {}), "tiny": {"train": {"prompts_per_batch": 32}}}
+    dump(tmp_path / "experiments" / "pairings.yaml", pairings)
+    md = built(tmp_path, "table3")["table3.md"]
+    assert row(md, "prompts per rollout batch") == ["prompts per rollout batch", "16, 32", "64"]
+    assert row(md, "optimiser steps per rollout batch") == ["optimiser steps per rollout batch", "2, 4", "8"]
+    assert "| quantity | tiny profile | paper profile |" in md
+
+
+def test_table4_takes_full_revisions_from_the_lock(tmp_path):
+    write_experiments(tmp_path)
+    models = yaml.safe_load((tmp_path / "experiments" / "models.yaml").read_text())["paper"]
+    repo, short = models["B1.7"]["source"]["repo"], models["B1.7"]["source"]["revision"]
+    full = short + "0" * (40 - len(short))
+    dump(tmp_path / "experiments" / "lock.yaml", {"models": {repo: {"short": short, "full": full}}, "datasets": {}})
+    md = built(tmp_path, "table4", profile="paper")["table4.md"]
+    assert row(md, "B1.7")[-1] == full
+    assert row(md, "B4")[-1] == "unpinned: run ./reproduce.sh pin"
+    assert "full revision (lock.yaml)" not in built(tmp_path, "table4")["table4.md"]
+
+
+def test_table5_k_and_questions_recorded(tmp_path):
+    write_experiments(tmp_path)
+    write_run(tmp_path / "results", "tiny", "table6__B1.7-default", eval_summary=macro_summary(30.0, k=8))
+    questions = {"add": 20, "sub": 20, "mul": 20}
     write_run(
         tmp_path / "results",
         "tiny",
-        "table6__B1.7-default",
-        eval_summary=summary({"add": 1.0, "sub": 1.0, "mul": 1.0}, {"add": 50, "sub": 50, "mul": 500}),
+        f"table1__{P1}__opd",
+        eval_summary=summary({"add": 1.0, "sub": 1.0, "mul": 1.0}, questions=questions),
     )
-    tiny = build_table5(report_context(tmp_path, "tiny"))
-    assert [[c.text for c in r] for r in tiny.rows] == [
-        ["ADD", "4", "—", "50"],
-        ["SUB", "4", "—", "50"],
-        ["MUL", "4", "—", "500"],
-        ["Total", "", "—", "600"],
-    ]
+    md = built(tmp_path, "table5")["table5.md"]
+    assert row(md, "ADD") == ["ADD", "4", "4, 8", "—", "20, 50"]
+    assert row(md, "Total") == ["Total", "", "", "—", "150"]
 
 
-@pytest.mark.skipif(not (REPO / "experiments" / "suites.yaml").exists(), reason="suites.yaml not written yet")
 def test_tables_3_to_5_render_the_real_manifests(tmp_path):
-    paths = build(
-        ["table3", "table4", "table5"],
-        profile="paper",
-        results_root=tmp_path / "results",
-        experiments_dir=REPO / "experiments",
-        out_root=tmp_path / "out",
-    )
-    md = "".join(p.read_text() for p in paths if p.suffix == ".md")
-    for text in ("| prompts per rollout batch | 64 |", "Qwen/Qwen3-32B", "9216db5", "| Total |  | 1,042 |"):
-        assert text in md
+    from report_fixtures import REPO
+
+    for profile in ("paper", "tiny"):
+        paths = build(
+            ["table3", "table4", "table5"],
+            profile=profile,
+            results_root=tmp_path / "results",
+            experiments_dir=REPO / "experiments",
+            out_root=tmp_path / "out",
+        )
+        assert {p.name for p in paths} >= {"table3.md", "table4.tex", "table5.csv"}
+    assert "| MATH-500 | 8 | — | 500 | — |" in (tmp_path / "out" / "paper" / "table5.md").read_text()
 
 
-def test_build_writes_every_artefact_with_provenance(table1_world):
-    paths = build(
-        ["table1", "table2", "table3", "table4", "table5", "table6"],
-        profile="tiny",
-        results_root=table1_world / "results",
-        experiments_dir=table1_world / "experiments",
-        out_root=table1_world / "out",
-    )
-    names = {p.name for p in paths}
-    for name in ("table1", "table2", "table3", "table4", "table5", "table6"):
-        assert {f"{name}.md", f"{name}.tex", f"{name}.csv", f"{name}.provenance.json"} <= names
-    record = json.loads((table1_world / "out" / "tiny" / "table1.provenance.json").read_text())
-    assert record["profile"] == "tiny" and record["built"]
-    runs = {r["run_id"]: r for r in record["runs"]}
-    assert runs[f"table1__{P1}__gropd"]["config_hash"] == f"hash-table1__{P1}__gropd"
-    assert runs[f"table1__{P4}__opd"]["state"] == "not run"
-    assert f"run table1__{P4}__opd: not run" in record["missing"]
-    csv_text = (table1_world / "out" / "tiny" / "table1.csv").read_text()
-    assert "Collapse" in csv_text and "33.333333333333336" in csv_text
-
-
-def test_unknown_artefact_lists_the_valid_ones(tmp_path):
-    with pytest.raises(ValueError, match="valid: " + ", ".join(ARTEFACTS)):
-        build(["table7"], profile="tiny", experiments_dir=REPO / "experiments", out_root=tmp_path)
-    with pytest.raises(ValueError, match="unknown profile"):
-        build(["table3"], profile="huge", experiments_dir=REPO / "experiments", out_root=tmp_path)
-
-
-def test_report_yaml_rejects_unknown_keys(tmp_path):
-    exp = write_experiments(tmp_path, report={"fig3": {"metric": "verifier_reward", "windw": 10}})
-    with pytest.raises(ConfigError, match=r"report.yaml: fig3.windw"):
-        load_settings(exp / "report.yaml")
+def test_unknown_names_and_bad_report_yaml_are_refused(tmp_path):
+    write_experiments(tmp_path, report={"decimalz": 2})
+    with pytest.raises(ConfigError, match="decimalz"):
+        load_settings(tmp_path / "experiments" / "report.yaml")
+    with pytest.raises(ConfigError, match="unknown artefact tableX .*one of " + ", ".join(ARTEFACTS)):
+        build(["tableX"], profile="tiny", results_root=tmp_path, experiments_dir=tmp_path, out_root=tmp_path)

@@ -176,6 +176,33 @@ def test_torn_last_metrics_line_resume_cuts_back_to_the_checkpoint(root: Path, c
     assert rd.read_status()["status"] == "finished"
 
 
+EVALUATE_CLI = ["evaluate", RUN, "--profile", "tiny", *SETTINGS]
+
+
+def test_evaluate_alone_gives_the_records_of_the_evaluation_after_training(root: Path, capsys) -> None:
+    """`gropd.cli evaluate` of a trained run (as after a multi-process training) writes what the
+    evaluation after a one-process training wrote, byte for byte, and finishes the run; again, it does nothing."""
+    rd = run_dir(root)
+    before = {path.name: path.read_bytes() for path in rd.eval_dir.glob("*.jsonl")}
+    shutil.rmtree(rd.eval_dir)
+    rd.update_status(status="trained")
+    assert cli.main(EVALUATE_CLI) == 0
+    assert {path.name: path.read_bytes() for path in rd.eval_dir.glob("*.jsonl")} == before
+    assert rd.read_status()["status"] == "finished" and rd.summary_path.exists()
+    capsys.readouterr()
+    assert cli.main(EVALUATE_CLI) == 0 and "already finished; nothing to evaluate" in capsys.readouterr().err
+
+
+def test_evaluate_refuses_a_run_still_training(root: Path, capsys) -> None:
+    crashed(root)
+    before = snapshot(root)
+    capsys.readouterr()
+    assert cli.main(EVALUATE_CLI) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "(train) is resumable (running)" in err and "gropd.cli run" in err
+    assert snapshot(root) == before
+
+
 def lambda_results(root: Path) -> Path:
     """experiments/ and results/ of the report fixtures, with one GR-OPD run of the lambda grid."""
     write_experiments(root)

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gropd.report.registry import ARTEFACTS, build
+from gropd.report import ARTEFACTS, build
 
 
 def artefact_bytes(path: Path) -> bytes:

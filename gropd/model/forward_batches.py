@@ -2,7 +2,7 @@
 number of forwards on every data-parallel rank.
 
 A forward's cost is its packed tokens: rows x (longest prompt + longest response), or with shared
-prompts (gropd/model/logprobs.py: shared_prompt_logprobs) distinct prompts x longest prompt + rows x
+prompts (gropd/model/logprobs.py: shared_prompt_scores) distinct prompts x longest prompt + rows x
 longest response. `plan_forwards` sorts the rows by response length and fills forwards in that order
 while the cost stays within `max_tokens` and the rows within `max_rows` (rows of alike length side by
 side: little padding); a row that alone exceeds the budget goes alone. Under FSDP every forward (and

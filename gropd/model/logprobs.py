@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from accelerate.utils import extract_model_from_parallel
 from transformers import DynamicCache
+from transformers.cache_utils import Cache
 
 from gropd.model.chunked_kl import token_reverse_kl
 from gropd.model.chunked_logprobs import token_logprobs
@@ -120,6 +121,27 @@ def response_logprobs(
     return _split(response_scores(model, batch, logprob_score(temperature, with_entropy)), with_entropy)
 
 
+def prefill(
+    model: torch.nn.Module, prompts: list[list[int]], pad_id: int, device: torch.device, cache: Cache
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One forward of `prompts` left-padded to a common width W (position ids count real tokens only)
+    that fills `cache` and takes only the last position to the LM head; returns (the forward's
+    `.logits`: `[P, 1, V]`, or what a swapped head makes of it, and the attention mask `[P, W]`). The
+    hf rollout's prefill and shared_prompt_scores' pass 1."""
+    width = max(len(p) for p in prompts)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    ids = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts], device=device)
+    logits = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    ).logits
+    return logits, mask
+
+
 def shared_prompt_scores(
     model: torch.nn.Module,
     prompts: list[list[int]],
@@ -140,9 +162,6 @@ def shared_prompt_scores(
     """
     if not prompts or min(len(p) for p in prompts) < 1:
         raise ValueError("every row needs a prompt token: y_0 is predicted from the last prompt position")
-    width = max(len(p) for p in prompts)
-    prompt_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
-    prompt_input = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts], device=device)
     length = max(2, max(len(r) for r in response_ids))  # >= 2: pass 2 below has at least one column
     responses = torch.tensor([list(r) + [pad_id] * (length - len(r)) for r in response_ids], device=device)
     real = torch.tensor([[1] * len(r) + [0] * (length - len(r)) for r in response_ids], device=device).bool()
@@ -151,14 +170,7 @@ def shared_prompt_scores(
     first = real[:, 0]
     cache = DynamicCache()
     with _head_scores_tokens(model, lambda h: h[:, -1][of_row][first], payload[first, 0], score):
-        head = model(
-            input_ids=prompt_input,
-            attention_mask=prompt_mask,
-            position_ids=(prompt_mask.cumsum(1) - 1).clamp(min=0),
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        ).logits
+        head, prompt_mask = prefill(model, prompts, pad_id, device, cache)
     rest = real[:, 1:]  # pass 2 always runs (at least one column): every rank makes the same model calls
     cache.batch_select_indices(of_row)
     mask = torch.cat([prompt_mask[of_row], real[:, :-1].long()], dim=1)

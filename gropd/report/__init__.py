@@ -1,10 +1,51 @@
-"""Reports: Tables 1–6 and Figures 1, 3 and 4 rebuilt from results/ and the manifests alone.
+"""Reports: Tables 1–6, Figures 1(b–d), 3 and 4 and the claims page, rebuilt from results/ and experiments/ alone.
 
-`build(["table1", "fig3"], profile="tiny")` writes paper_figures/tiny/table1.{md,tex,csv},
-fig3a.{png,pdf}, … each with a `<artefact>.provenance.json` sidecar.
+    evidence.py   results/ read once: settings × seeds, each seed's numbers or the reason it has none
+    stats.py      the statistics convention every artefact states (mean ± sample std, n; paired t intervals)
+    tables.py     Tables 1–6          figures.py  Figures 1, 3, 4        claims.py  the claims page
+    verdicts.py   the claims' rules   formats.py  Markdown, LaTeX, CSV   publish.py  all-or-nothing writing
+    settings.py   experiments/report.yaml
+
+`build(["table1", "fig3"], profile="tiny")` writes paper_figures/tiny/table1.{md,tex,csv}, fig3a.{png,pdf}, …
+each artefact with a `<artefact>.provenance.json` sidecar, or nothing at all when any of them fails.
 """
 
-from gropd.report.context import ReportContext
-from gropd.report.registry import ARTEFACTS, build
+from __future__ import annotations
 
-__all__ = ["ARTEFACTS", "ReportContext", "build"]
+from pathlib import Path
+
+from gropd.config import ConfigError
+from gropd.report.claims import claims
+from gropd.report.evidence import Evidence
+from gropd.report.figures import fig1, fig3, fig4
+from gropd.report.publish import publish
+from gropd.report.settings import load_settings
+from gropd.report.tables import table1, table2, table3, table4, table5, table6
+
+ARTEFACTS = {f.__name__: f for f in (table1, table2, fig1, fig3, fig4, table3, table4, table5, table6, claims)}
+
+
+def build(
+    names: list[str],
+    *,
+    profile: str,
+    results_root: Path = Path("results"),
+    experiments_dir: Path = Path("experiments"),
+    out_root: Path = Path("paper_figures"),
+) -> list[Path]:
+    """Build the named artefacts from results/<profile>/ and experiments/, then write them all into
+    out_root/<profile>/; returns every file written. Bad input (an unknown name or profile, a broken run file,
+    an artefact with no finished run) raises before anything is written."""
+    unknown = [name for name in names if name not in ARTEFACTS]
+    if unknown:
+        raise ConfigError(
+            "command line", "report", f"unknown artefact {', '.join(unknown)}", f"one of {', '.join(ARTEFACTS)}"
+        )
+    profiles = sorted(path.stem for path in (experiments_dir / "profiles").glob("*.yaml"))
+    if profile not in profiles:
+        raise ConfigError("command line", "--profile", f"{profile!r} is not a profile", f"one of {', '.join(profiles)}")
+    ev = Evidence(profile, results_root, experiments_dir, load_settings(experiments_dir / "report.yaml"))
+    return publish(ev, [ARTEFACTS[name](ev) for name in names], out_root / profile)
+
+
+__all__ = ["ARTEFACTS", "build"]

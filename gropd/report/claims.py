@@ -1,75 +1,270 @@
-"""The claims page: each headline claim of the paper (docs/DESIGN.md §1–2), the evidence this profile's runs
-give, and a verdict by the rules of gropd/report/verdicts.py. Reads results/ only (grids table1,
-table6, lambda, gamma); writes claims.md and claims.provenance.json.
+"""The claims page: each claim of experiments/report.yaml (`claims`), the evidence this profile's runs give and a
+verdict by its rule: a function of RULE_FUNCTIONS, `(evidence, claim) -> Section`, whose thresholds live in
+gropd/report/verdicts.py and whose wording in report.yaml (`rules`). A claim using an existing rule is a YAML entry.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass
+from functools import reduce
+from itertools import product
+from typing import Any
 
-from eval.files import atomic_write_text
-from gropd.report.claim_dynamics import collapse_section, gamma_section, lambda_section, pressure_sections
-from gropd.report.claim_page import Section, verdict_line
-from gropd.report.claim_scores import beats_section, distillation_section, gains_section
-from gropd.report.context import ReportContext
-from gropd.report.formats import pipe_table, plain
-from gropd.report.provenance import write_provenance
-from gropd.report.verdicts import RULES
+from gropd.config import ConfigError
+from gropd.report import verdicts
+from gropd.report.evidence import METHODS, Evidence, Run, Setting, num
+from gropd.report.formats import Cell, missing_block, pipe_table
+from gropd.report.publish import Artefact
+from gropd.report.settings import ClaimSettings
+from gropd.report.stats import CONVENTION, MIN_SEEDS, paired, stats, t_interval
+from gropd.report.verdicts import NOT_TESTED, PREFERRED_SEEDS, Verdict, comparison
 
 
-def build_sections(ctx: ReportContext) -> list[Section]:
-    """Every section of the page, in order: 0 (distillation works), then claims 1–6b."""
-    return [
-        distillation_section(ctx),
-        beats_section(ctx),
-        gains_section(ctx),
-        collapse_section(ctx),
-        lambda_section(ctx),
-        gamma_section(ctx),
-        *pressure_sections(ctx),
+@dataclass
+class Section:
+    """One claim's evidence: tables (intro, header, rows), per-cell verdicts, the runs read, Missing lines."""
+
+    tables: list[tuple[str, list[str], list[list[str]]]]
+    cells: dict[str, Verdict]
+    runs: list[Run]
+    missing: list[str]
+
+
+def trained(ev: Evidence, claim: ClaimSettings, method: str | None = None) -> list[Setting]:
+    """The train settings of the claim's grids on its `pairings` (of one method when given)."""
+
+    def wanted(pairing: str) -> bool:
+        matched, nothink = ev.matched(pairing), ev.manifests.pairings[pairing]["student"]["mode"] == "nothink"
+        return {"matched": matched, "cross": not matched, "matched-nothink": matched and nothink}.get(claim.pairings, 1)
+
+    settings = [s for s in ev.settings(*claim.grids) if s.config.get("kind") == "train"]
+    return [s for s in settings if wanted(s.pairing) and method in (None, s.method)]
+
+
+def lacking(ev: Evidence, claim: ClaimSettings, settings: list[Setting]) -> list[str]:
+    """Missing lines for the seeds 0..PREFERRED_SEEDS-1 no run of a setting holds, by their id in the claim's grid."""
+    lines = []
+    for s in settings:
+        home = next(run for grid in claim.grids for run in s.runs if run.grid == grid)
+        command = f"python -m gropd.cli grid {home.grid} --seeds {PREFERRED_SEEDS} --profile {ev.profile}"
+        ids, held = ev.seed_ids(home, PREFERRED_SEEDS), s.seeds()
+        absent = [run_id for seed, run_id in enumerate(ids) if seed not in held]
+        lines += [f"`{run_id}`: not run; a not-tested verdict needs it (`{command}`)" for run_id in absent]
+    return lines
+
+
+def macros(ev: Evidence, s: Setting) -> tuple[dict[int, float], int, list[str]]:
+    """A setting's final Macro by seed, its collapsed-seed count and its Missing lines."""
+    finals, lines = s.collect(lambda run: run.final(list(ev.suites)))
+    collapsed = sum(run.state == "collapsed" for run in s.seeds().values())
+    return {seed: f.macro for seed, f in finals.items()}, collapsed, lines
+
+
+def text(values: dict[int, float], collapsed: int = 0) -> str:
+    body = "—" if (value := stats(list(values.values()))) is None else f"{value.text(2)} (n={value.n})"
+    return body + (f", {collapsed} collapsed" if collapsed else "")
+
+
+def distillation_rule(ev: Evidence, claim: ClaimSettings) -> Section:
+    """Per pairing and method: the lift of the trained student toward its teacher (pre-OPD: claim.grids[1:])."""
+    refs = {(s.config.get("model"), s.config.get("mode")): s for s in ev.settings(*claim.grids[1:])}
+    rows, cells, lines, runs = [], {}, [], [run for s in refs.values() for run in s.runs]
+
+    def pre(side: dict) -> tuple[float | None, str]:
+        if (s := refs.get((side["model"], side["mode"]))) is None:
+            return None, f"— (no {side['model']} {side['mode']} run in grid {', '.join(claim.grids[1:])})"
+        values, _, miss = macros(ev, s)
+        lines.extend(line for line in miss if line not in lines)
+        return (stats(list(values.values())).mean if values else None), text(values)
+
+    for s in trained(ev, claim):
+        record = ev.manifests.pairings[s.pairing]
+        (student, student_text), (teacher, teacher_text) = pre(record["student"]), pre(record["teacher"])
+        values, collapsed, miss = macros(ev, s)
+        verdict = verdicts.distillation(student, teacher, values, collapsed)
+        cells[f"{ev.title(s.pairing)}, {s.label}"] = verdict
+        lift = t_interval([v - student for v in values.values()]).text() if values and student is not None else "—"
+        row = [student_text, teacher_text, text(values, collapsed), lift, verdict.outcome]
+        rows.append([ev.title(s.pairing), s.label, *row])
+        lines += miss + (lacking(ev, claim, [s]) if verdict.outcome == NOT_TESTED else [])
+        runs += s.runs
+    header = ["pairing", "method", "student pre-OPD", "teacher", "trained student", "lift [95% t]", "verdict"]
+    intro = f"Macro Avg@K (%); pre-OPD rows from grid {', '.join(claim.grids[1:])}, trained rows from {claim.grids[0]}."
+    return Section([(intro, header, rows)], cells, runs, lines)
+
+
+def describe(selector: dict[str, Any]) -> str:
+    """'GR-OPD', 'vanilla OPD (feedback.zero_format_tokens=True)': a `compare` entry in words."""
+    extra = ", ".join(f"{key}={value}" for key, value in selector.items() if key != "method")
+    return METHODS.get(selector.get("method"), "any method") + (f" ({extra})" if extra else "")
+
+
+def chosen(ev: Evidence, claim: ClaimSettings) -> list[tuple[Setting, Setting]]:
+    """Per pairing, the (first, second) settings the claim's `compare` entries select by their config values."""
+
+    def has(s: Setting, selector: dict[str, Any]) -> bool:
+        return all(reduce(lambda d, k: (d or {}).get(k), key.split("."), s.config) == v for key, v in selector.items())
+
+    first, second = ([s for s in trained(ev, claim) if has(s, selector)] for selector in claim.compare)
+    return [(a, b) for a in first for b in second if a.pairing == b.pairing]
+
+
+def beats_rule(ev: Evidence, claim: ClaimSettings) -> Section:
+    """Per pairing: the first setting against the second in Macro, paired over seeds."""
+    rows, cells, lines, runs, names = [], {}, [], [], tuple(map(describe, claim.compare))
+    for first, second in chosen(ev, claim):
+        (a, a_collapsed, miss_a), (b, b_collapsed, miss_b) = macros(ev, first), macros(ev, second)
+        verdict = cells[ev.title(first.pairing)] = verdicts.beats(a, a_collapsed, b, b_collapsed, names)
+        interval = paired(a, b)
+        shown = ["—", "—"] if interval is None else [interval.text(), comparison(interval, names)]
+        compared = f"{first.label} vs {second.label}"
+        rows.append(
+            [ev.title(first.pairing), compared, text(a, a_collapsed), text(b, b_collapsed), *shown, verdict.outcome]
+        )
+        lines += miss_a + miss_b + (lacking(ev, claim, [first, second]) if verdict.outcome == NOT_TESTED else [])
+        runs += first.runs + second.runs
+    header = ["pairing", "settings", *names, f"paired {names[0]} − {names[1]} [95% t]", "comparison", "verdict"]
+    intro = f"Macro Avg@K (%) from grid {', '.join(claim.grids)}, paired by seed (same prompts, same evaluation draws)."
+    return Section([(intro, header, rows)], cells, runs, lines)
+
+
+def arrow(pair: tuple[float, float] | None, decimals: int) -> str:
+    return "—" if pair is None else f"{pair[0]:.{decimals}f} → {pair[1]:.{decimals}f}"
+
+
+def contrast_section(
+    ev: Evidence, claim: ClaimSettings, groups: list[tuple[str, list[Setting], list[Setting]]]
+) -> Section:
+    """Claims 3–5: in each group (name, bad, good), the bad settings unstable and the good ones stable."""
+    rows, cells, lines, runs = [], {}, [], []
+    for name, bad, good in groups:
+        flags = {}
+        for s in bad + good:
+            trends, miss = s.collect(lambda run: run.trend())
+            finals = s.collect(lambda run: run.final(list(ev.suites)))[0]
+            flags[s.label] = [bool(verdicts.unstable(t)) for t in trends.values()]
+            for seed, run in s.seeds().items():
+                t = trends.get(seed)
+                cap = f" (cap {t.cap})" if t and t.cap else ""
+                why = "—" if t is None else "; ".join(verdicts.unstable(t)) or "stable"
+                final = f"{finals[seed].macro:.2f}" if seed in finals else "—"
+                shown = [arrow(t and t.length, 1) + cap, arrow(t and t.reward, 3), arrow(t and t.pearson, 2)]
+                rows.append([ev.title(s.pairing), s.label, str(seed), run.state, *shown, final, why])
+            lines += miss
+            runs += s.runs
+        bad_flags = [flag for s in bad for flag in flags[s.label]]
+        good_flags = {s.label: flags[s.label] for s in good}
+        verdict = cells[name] = verdicts.contrast(bad_flags, good_flags, " / ".join(s.label for s in bad))
+        lines += lacking(ev, claim, bad + good) if verdict.outcome == NOT_TESTED else []
+    header = ["pairing", "setting", "seed", "state", "length, first → last 10%", "reward, first → last 10%"]
+    header += ["Pearson(S, length)", "final Macro", "unstable?"]
+    intro = f"Settings of grid {', '.join(claim.grids)}; trends: the first and the last 10% of logged steps."
+    return Section([(intro, header, rows)], cells, runs, lines)
+
+
+def unstable_rule(ev: Evidence, claim: ClaimSettings) -> Section:
+    """Per pairing: the first setting unstable, the second stable."""
+    pairs, groups = chosen(ev, claim), []
+    for pairing in dict.fromkeys(first.pairing for first, _ in pairs):
+        bad, good = ([*{id(pair[i]): pair[i] for pair in pairs if pair[i].pairing == pairing}.values()] for i in (0, 1))
+        groups.append((ev.title(pairing), bad, good))
+    return contrast_section(ev, claim, groups)
+
+
+def knob_rule(ev: Evidence, claim: ClaimSettings, knob: str, other: str, is_bad) -> Section:
+    """GR-OPD settings grouped by (pairing, the other knob), each group split by `is_bad(knob value)`."""
+    groups: dict[tuple, list[Setting]] = {}
+    for s in trained(ev, claim, "gropd"):
+        groups.setdefault((s.pairing, s.knob(other)), []).append(s)
+    symbol = {"lam": "λ", "gamma": "γ"}[other]
+    split = []
+    for (pairing, value), members in groups.items():
+        bad, good = ([s for s in members if is_bad(s.knob(knob)) == side] for side in (True, False))
+        split += [(f"{ev.title(pairing)}, {symbol}={num(value)}", bad, good)] if bad and good else []
+    return contrast_section(ev, claim, split)
+
+
+def pressure_rule(ev: Evidence, claim: ClaimSettings) -> Section:
+    """Every cross-pattern GR-OPD setting against every matched one, per-run median normalised pressure."""
+    settings, medians, lines, rows = trained(ev, claim, "gropd"), {}, [], []
+    for s in settings:
+        found, miss = s.collect(lambda run: run.pressure())
+        medians[id(s)], lines = {seed: m[0] for seed, m in found.items()}, lines + miss
+        pattern = "matched" if ev.matched(s.pairing) else "cross-pattern"
+        rows.append([ev.title(s.pairing), pattern, s.label, text(medians[id(s)])])
+    cells, pairs, names = {}, [], ("cross-pattern", "matched")
+    for c, m in product(*([s for s in settings if ev.matched(s.pairing) == side] for side in (False, True))):
+        interval = paired(medians[id(c)], medians[id(m)])
+        name = f"{ev.title(c.pairing)} λ={num(c.knob('lam'))} vs {ev.title(m.pairing)} λ={num(m.knob('lam'))}"
+        if interval is None or interval.n < MIN_SEEDS:
+            pairs.append([name, "—" if interval is None else interval.text(), "not judged"])
+            continue
+        pairs.append([name, interval.text(), comparison(interval, names)])
+        cells[name] = Verdict("reproduced" if interval.call > 0 else "not reproduced", comparison(interval, names))
+    if not cells:
+        cells = {"every pair": Verdict(NOT_TESTED, f"no cross-pattern and matched setting share ≥ {MIN_SEEDS} seeds")}
+        lines += lacking(ev, claim, settings)
+    tables = [("Per setting, every grid's runs pooled:", ["pairing", "pattern", "setting", "per-run median"], rows)]
+    tables.append(("Pairs, over their common seeds:", ["cross-pattern vs matched", "paired difference", "call"], pairs))
+    return Section(tables, cells, [run for s in settings for run in s.runs], lines)
+
+
+RULE_FUNCTIONS = {
+    "distillation": distillation_rule,
+    "beats": beats_rule,
+    "unstable_vs_stable": unstable_rule,
+    "large_lambda_unstable": lambda ev, c: knob_rule(ev, c, "lam", "gamma", lambda lam: lam >= verdicts.LARGE_LAMBDA),
+    "gamma_one_unstable": lambda ev, c: knob_rule(ev, c, "gamma", "lam", lambda gamma: gamma >= 1.0),
+    "cross_pressure_above_matched": pressure_rule,
+}
+
+
+def wording(ev: Evidence, name: str, key: str, compare: list[dict[str, Any]] = ()) -> str:
+    """The wording of rule `name` (report.yaml `rules`), its {thresholds}, {first} and {second} filled in."""
+    try:
+        unstable = ev.report.rules.get("unstable", "").format(**verdicts.THRESHOLDS)
+        first, second = (*map(describe, compare), "", "")[:2]
+        return ev.report.rules[name].format(**verdicts.THRESHOLDS, unstable=unstable, first=first, second=second)
+    except KeyError as err:
+        problem = f"no wording for rule {name!r} in `rules`, or it names {err}, not a threshold"
+        raise ConfigError(
+            str(ev.experiments_dir / "report.yaml"), key, problem, ", ".join(verdicts.THRESHOLDS)
+        ) from None
+
+
+def claims(ev: Evidence) -> Artefact:
+    """claims.md: a summary of verdicts, then per claim the paper's sentence, the rule, the evidence, the verdict."""
+    parts = []
+    for index, claim in enumerate(ev.report.claims):
+        if claim.rule not in RULE_FUNCTIONS:
+            where = str(ev.experiments_dir / "report.yaml")
+            raise ConfigError(where, f"claims[{index}].rule", repr(claim.rule), f"one of {', '.join(RULE_FUNCTIONS)}")
+        rule = wording(ev, claim.rule, f"claims[{index}].rule", claim.compare)
+        parts.append((claim, rule, RULE_FUNCTIONS[claim.rule](ev, claim)))
+    outcomes = [verdicts.combine(section.cells) for _, _, section in parts]
+    lines = [f"# The paper's claims on the {ev.profile} profile", ""]
+    lines += [
+        f"Built from `{ev.profile_results}/` alone (reports never train). Every number comes from a run named under "
+        "it; the paper's sentences are quoted from experiments/report.yaml. A verdict is **reproduced**, **not "
+        "reproduced** (with the reason) or **not tested** (with the runs that would test it, under Missing).",
+        "",
+        f"**Statistics.** {CONVENTION}",
+        "",
+        f"**Every rule.** {wording(ev, 'common', 'rules.common')}",
+        "",
     ]
-
-
-def render(ctx: ReportContext, sections: list[Section]) -> str:
-    """The Markdown page: a header, a summary table of verdicts, then one part per claim."""
-    lines = [
-        f"# The paper's claims on the {ctx.profile} profile",
-        "",
-        f"Built from `{ctx.profile_results}/` alone (reports never train). Every number below comes from a "
-        "run named under it; the paper's numbers are quoted and labelled as the paper's. A verdict is "
-        "**reproduced**, **not reproduced** (with the reason) or **not tested** (with the runs that would "
-        "test it); each claim states its rule, and the thresholds are named values in "
-        "`gropd/report/verdicts.py`.",
-        "",
-        f"**Every rule.** {RULES['noise']}",
-        "",
-    ]
-    lines += pipe_table(
-        ["claim", "verdict", "why (missing runs: in the claim's section)"],
-        [plain([f"{s.key}. {s.title}", s.verdict.outcome, s.verdict.reason]) for s in sections],
-    )
-    for s in sections:
-        lines += ["", f"## {s.key}. {s.title}", "", f"**Claim.** {s.paper}", "", f"**Rule.** {s.rule}", ""]
-        lines += ["**Evidence.**", ""] + s.evidence + ["", verdict_line(s.verdict), ""]
-        lines += ["**Missing:** none"] if not s.missing else ["**Missing:**"] + [f"- {m}" for m in s.missing]
-    return "\n".join(lines) + "\n"
-
-
-def claims(ctx: ReportContext) -> list[Path]:
-    """Write claims.md and its provenance sidecar (every run read, every missing run)."""
-    sections = build_sections(ctx)
-    path = ctx.out_dir / "claims.md"
-    atomic_write_text(path, render(ctx, sections))
-    runs = list({run.run_id: run for s in sections for run in s.runs}.values())
-    missing = list(dict.fromkeys(m for s in sections for m in s.missing))
-    manifests = ctx.manifest_files(
-        "grids/table1.yaml",
-        "grids/table6.yaml",
-        "grids/lambda.yaml",
-        "grids/gamma.yaml",
-        "pairings.yaml",
-        "suites.yaml",
-        "train.yaml",
-        "report.yaml",
-    )
-    return [path, write_provenance(ctx, "claims", runs=runs, manifests=manifests, outputs=[path], missing=missing)]
+    rows = [[f"{c.key}. {c.title}", v.outcome, v.reason] for (c, _, _), v in zip(parts, outcomes, strict=True)]
+    lines += pipe_table(["claim", "verdict", "why"], [[Cell(x) for x in row] for row in rows])
+    for (claim, rule, section), verdict in zip(parts, outcomes, strict=True):
+        lines += ["", f"## {claim.key}. {claim.title}", "", f"**The paper.** {claim.paper}", "", f"**Rule.** {rule}"]
+        lines += ["", "**Evidence.**", ""]
+        for intro, header, table_rows in section.tables:
+            lines += [intro, ""] + pipe_table(header, [[Cell(c) for c in row] for row in table_rows]) + [""]
+        lines += [f"- {name}: {v.outcome} — {v.reason}" for name, v in section.cells.items()]
+        lines += ["", f"**Verdict: {verdict.outcome}** — {verdict.reason}.", ""]
+        lines += missing_block(list(dict.fromkeys(section.missing)))
+    runs = [run for _, _, section in parts for run in section.runs]
+    missing = list(dict.fromkeys(line for _, _, section in parts for line in section.missing))
+    grids = tuple(dict.fromkeys(g for c in ev.report.claims for g in c.grids))
+    manifests = [f"grids/{g}.yaml" for g in grids] + ["pairings.yaml", "suites.yaml", "train.yaml", "report.yaml"]
+    return Artefact("claims", {"claims.md": "\n".join(lines) + "\n"}, runs, missing, manifests, grids)

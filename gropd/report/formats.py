@@ -1,6 +1,7 @@
-"""A rendered table and its three writers: Markdown (with notes under it), LaTeX (booktabs), CSV.
+"""A rendered table and its three forms: Markdown (legend and Missing list under it), LaTeX (booktabs), CSV.
 
-Cells carry display text (rounded) and, where it differs, `raw` full-precision text for the CSV.
+A Cell carries its display text and, in a numeric column, its numbers in full precision: the CSV gives
+each of them a column of its own (`<column> mean`, `<column> std`, `<column> n`, …), never a string.
 """
 
 from __future__ import annotations
@@ -8,38 +9,72 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from eval.files import atomic_write_text
+from gropd.report.stats import Interval, Stats
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One table cell: `text` as displayed, `bold` for the better entry, `raw` for the CSV (None: use text)."""
-
     text: str
     bold: bool = False
-    raw: str | None = None
+    numbers: tuple[float | int | None, ...] = ()
+
+    @staticmethod
+    def texts(*values: object) -> list[Cell]:
+        return [Cell(str(value)) for value in values]
+
+    @staticmethod
+    def count(n: int) -> Cell:
+        return Cell(str(n), numbers=(n,))
+
+
+@dataclass(frozen=True)
+class Column:
+    """A header; `parts` names the CSV columns of a numeric column (empty: the text itself)."""
+
+    title: str
+    parts: tuple[str, ...] = ()
+
+    @staticmethod
+    def texts(*titles: str) -> list[Column]:
+        return [Column(title) for title in titles]
+
+
+STATS = ("mean", "std", "n")
+INTERVAL = ("mean", "ci_low", "ci_high", "n")
+
+
+def stats_cell(value: Stats | None, decimals: int, bold: bool = False, empty: str = "—") -> Cell:
+    if value is None:
+        return Cell(empty, numbers=(None, None, None))
+    return Cell(value.text(decimals), bold, (value.mean, value.std, value.n))
+
+
+def interval_cell(value: Interval | None, decimals: int, text: str = "") -> Cell:
+    """'+1.23 [+0.45, +2.01] (n=5)' (or `text` when given); no common seed: '—'."""
+    if value is None:
+        return Cell(text or "—", numbers=(None,) * 4)
+    return Cell(text or value.text(decimals), numbers=(value.mean, value.lo, value.hi, value.n))
 
 
 @dataclass(frozen=True)
 class Table:
-    """A table ready to write. `notes` are footnotes; `missing` lists unusable runs with the reason;
-    the first `label_columns` columns are labels (left-aligned in LaTeX)."""
+    """A table ready to write; the first `label_columns` columns are labels (left-aligned in LaTeX)."""
 
     name: str
     title: str
-    caption: str
-    header: list[str]
+    legend: list[str]
+    columns: list[Column]
     rows: list[list[Cell]]
-    notes: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     label_columns: int = 1
 
 
-def plain(texts: list[str]) -> list[Cell]:
-    """A row of plain cells."""
-    return [Cell(text) for text in texts]
+def missing_block(missing: list[str]) -> list[str]:
+    """The Missing list every artefact ends with: the runs it could not use, each with the reason."""
+    if not missing:
+        return ["**Missing:** none"]
+    return ["**Missing** (runs not in the numbers above):"] + [f"- {line}" for line in missing]
 
 
 def pipe_table(header: list[str], rows: list[list[Cell]]) -> list[str]:
@@ -49,46 +84,20 @@ def pipe_table(header: list[str], rows: list[list[Cell]]) -> list[str]:
         text = c.text.replace("|", "\\|")
         return f"**{text}**" if c.bold and text else text
 
-    lines = ["| " + " | ".join(h.replace("|", "\\|") for h in header) + " |"]
-    lines.append("|" + "|".join("---" for _ in header) + "|")
-    return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    lines = ["| " + " | ".join(cell(c) for c in row) + " |" for row in [[Cell(h) for h in header], *rows]]
+    return [lines[0], "|" + "|".join("---" for _ in header) + "|", *lines[1:]]
 
 
 def to_markdown(table: Table) -> str:
-    """`### title`, the caption, a pipe table (bold as **x**), then footnotes and a 'Missing' list."""
-    lines = [f"### {table.title}", "", table.caption, ""] + pipe_table(table.header, table.rows)
-    if table.notes:
-        lines += [""] + [f"{note}  " for note in table.notes]
-    lines += ["", "**Missing:** none" if not table.missing else "**Missing:**"]
-    lines += [f"- {item}" for item in table.missing]
+    lines = [f"### {table.title}", "", "  \n".join(table.legend), ""]
+    lines += pipe_table([c.title for c in table.columns], table.rows) + [""] + missing_block(table.missing)
     return "\n".join(lines) + "\n"
 
 
-LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-}
-LATEX_UNICODE = {
-    "→": r"$\to$",
-    "λ": r"$\lambda$",
-    "γ": r"$\gamma$",
-    "±": r"$\pm$",
-    "‡": r"$^{\ddagger}$",
-    "†": r"$^{\dagger}$",
-    "—": "---",
-    "–": "--",
-    "≠": r"$\neq$",
-    "μ": r"$\mu$",
-    "σ": r"$\sigma$",
-}
+LATEX_SPECIAL = {"\\": r"\textbackslash{}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+LATEX_SPECIAL |= {c: "\\" + c for c in "&%$#_{}"}
+LATEX_UNICODE = {"→": r"$\to$", "λ": r"$\lambda$", "γ": r"$\gamma$", "±": r"$\pm$", "Δ": r"$\Delta$", "—": "---"}
+LATEX_UNICODE |= {"–": "--", "−": "-", "μ": r"$\mu$", "σ": r"$\sigma$", "≥": r"$\geq$"}
 
 
 def latex_escape(text: str) -> str:
@@ -100,46 +109,37 @@ def latex_escape(text: str) -> str:
 
 
 def to_latex(table: Table) -> str:
-    """A booktabs `table` environment: label columns left-aligned, the rest right-aligned; notes below."""
+    """A booktabs `table` environment: label columns left-aligned, the rest right-aligned; legend and Missing below."""
 
     def cell(c: Cell) -> str:
         text = latex_escape(c.text)
         return rf"\textbf{{{text}}}" if c.bold and text else text
 
-    align = "l" * table.label_columns + "r" * (len(table.header) - table.label_columns)
-    lines = [
-        r"\begin{table}[t]",
-        r"\centering",
-        rf"\caption{{{latex_escape(table.title)}. "
-        rf"{latex_escape(table.caption)}}}",
-        rf"\label{{tab:{table.name}}}",
-        rf"\begin{{tabular}}{{{align}}}",
-        r"\toprule",
-        " & ".join(latex_escape(h) for h in table.header) + r" \\",
-        r"\midrule",
-    ]
-    lines += [" & ".join(cell(c) for c in row) + r" \\" for row in table.rows]
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    for note in table.notes + [f"Missing: {item}" for item in table.missing]:
-        lines.append(rf"\par\footnotesize {latex_escape(note)}")
-    lines.append(r"\end{table}")
+    align = "l" * table.label_columns + "r" * (len(table.columns) - table.label_columns)
+    caption = latex_escape(f"{table.title}. {table.legend[0]}")
+    lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{caption}}}"]
+    lines += [rf"\label{{tab:{table.name}}}", rf"\begin{{tabular}}{{{align}}}", r"\toprule"]
+    lines += [" & ".join(latex_escape(c.title) for c in table.columns) + r" \\", r"\midrule"]
+    lines += [" & ".join(cell(c) for c in row) + r" \\" for row in table.rows] + [r"\bottomrule", r"\end{tabular}"]
+    notes = table.legend[1:] + [f"Missing: {line}" for line in table.missing]
+    lines += [rf"\par\footnotesize {latex_escape(note)}" for note in notes] + [r"\end{table}"]
     return "\n".join(lines) + "\n"
 
 
 def to_csv(table: Table) -> str:
-    """Header and rows; each cell's full-precision `raw` text where it has one, else its display text."""
+    """Header and rows; a numeric column becomes one CSV column per part, holding full-precision numbers."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(table.header)
-    writer.writerows([[c.raw if c.raw is not None else c.text for c in row] for row in table.rows])
+    writer.writerow([f"{c.title} {p}" if c.parts else c.title for c in table.columns for p in (c.parts or ("",))])
+    for row in table.rows:
+        values: list[object] = []
+        for column, cell in zip(table.columns, row, strict=True):
+            values += ["" if v is None else repr(v) for v in cell.numbers] if column.parts else [cell.text]
+        writer.writerow(values)
     return buffer.getvalue()
 
 
-def write_table(table: Table, out_dir: Path) -> list[Path]:
-    """Write <name>.md, <name>.tex and <name>.csv under out_dir (atomically); returns their paths."""
-    paths = []
-    for suffix, render in ((".md", to_markdown), (".tex", to_latex), (".csv", to_csv)):
-        path = out_dir / f"{table.name}{suffix}"
-        atomic_write_text(path, render(table))
-        paths.append(path)
-    return paths
+def render_table(table: Table) -> dict[str, str]:
+    """{file name: text} of the table's .md, .tex and .csv."""
+    writers = {".md": to_markdown, ".tex": to_latex, ".csv": to_csv}
+    return {f"{table.name}{ext}": write(table) for ext, write in writers.items()}

@@ -1,9 +1,10 @@
-"""The typed, frozen form of experiments/report.yaml: how reports render results (no results in it,
-except the paper's published numbers, kept apart under `paper_reference`)."""
+"""The typed, frozen form of experiments/report.yaml: how reports render results, the claims page's claims
+(title, the paper's sentence, the rule that judges it) and the paper's published numbers (`paper_reference`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
@@ -12,32 +13,19 @@ from gropd.config.layering import read_yaml
 from gropd.config.schema import Strict
 
 
-class Table1Settings(Strict):
-    decimals: int = Field(ge=0, default=2)
-
-
-class Table2Settings(Strict):
-    decimals: int = Field(ge=0, default=2)
-
-
-class Table6Settings(Strict):
-    macro_decimals: int = Field(ge=0, default=3)
-    token_decimals: int = Field(ge=0, default=1)
-
-
 class Fig1Settings(Strict):
-    horizon_points: int = Field(ge=2, default=40)
-    window: int = Field(ge=1, default=10)
+    horizon_points: int = Field(ge=2, default=40)  # (b): J_H drawn at this many horizons, even in H^(1/3)
+    window: int = Field(ge=1, default=10)  # (c, d): the bold lines' trailing moving average (steps)
 
 
 class Fig3Settings(Strict):
-    metric: str = "verifier_reward"
+    metric: str = "verifier_reward"  # the y axis: a key of metrics.jsonl
     window: int = Field(ge=1, default=10)
 
 
 class Fig4Settings(Strict):
     pairing: str = "I32nothink-I1.7nothink"
-    window: int = Field(ge=1, default=10)
+    window: int = Field(ge=1, default=10)  # centred moving average
 
 
 class StyleSettings(Strict):
@@ -45,6 +33,17 @@ class StyleSettings(Strict):
     lambda_cmap: str = "YlOrRd"
     gamma_one_linestyle: str = "--"
     raw_colour: str = "tab:blue"
+    raw_linestyle: str = "-."
+
+
+class ClaimSettings(Strict):
+    key: str
+    title: str
+    paper: str  # the paper's sentence
+    rule: str  # a rule of gropd/report/claims.py (RULES)
+    grids: list[str]
+    pairings: Literal["all", "matched", "cross", "matched-nothink"] = "all"
+    compare: list[dict[str, Any]] = [{"method": "gropd"}, {"method": "opd"}]  # first, second: config values (dotted)
 
 
 class Table2Reference(Strict):
@@ -65,17 +64,16 @@ class Table6Reference(Strict):
 class PaperReference(Strict):
     table2: list[Table2Reference] = []
     table6: list[Table6Reference] = []
-    matched_gains: list[float] = []  # GR-OPD − vanilla OPD macro points in the two matched non-thinking pairings
 
 
 class ReportSettings(Strict):
-    table1: Table1Settings = Table1Settings()
-    table2: Table2Settings = Table2Settings()
-    table6: Table6Settings = Table6Settings()
+    decimals: int = Field(ge=0, default=2)
     fig1: Fig1Settings = Fig1Settings()
     fig3: Fig3Settings = Fig3Settings()
     fig4: Fig4Settings = Fig4Settings()
     style: StyleSettings = StyleSettings()
+    rules: dict[str, str] = {}  # each rule's wording, {threshold} names from gropd/report/verdicts.py
+    claims: list[ClaimSettings] = []
     paper_reference: PaperReference = PaperReference()
 
 
@@ -86,5 +84,4 @@ def load_settings(path: Path) -> ReportSettings:
         return ReportSettings.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
-        key = ".".join(str(part) for part in first["loc"])
-        raise ConfigError(str(path), key, first["msg"]) from None
+        raise ConfigError(str(path), ".".join(str(part) for part in first["loc"]), first["msg"]) from None

@@ -1,8 +1,16 @@
 """Evaluate a run's model (its trained student, or a reference checkpoint) with Avg@K on the
-profile's suites, through the same rollout backends and prompt rendering as training."""
+profile's suites, through the same rollout backends and prompt rendering as training.
+
+After a multi-process run the evaluation shares no process and no distributed world with the
+training engines: it runs in processes of its own (`gropd.cli evaluate RUN_ID` under a launcher), each
+one shard of the questions on its own GPU (eval/shards.py), rank 0 merging; shards form no process
+group (a vLLM engine in one starts its own one-process world). A one-process run evaluates in its own
+process afterwards, as the one shard (gropd/runs/pipeline.py).
+"""
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any
 
 from eval.runner import evaluate_model
@@ -52,9 +60,31 @@ def _dataset_revision(spec: SuiteSpec, lock: dict[str, Any], config: RunConfig, 
     return dataset_revision(lock, spec.source.repo, spec.source.revision, lock_path, config.profile == "paper")
 
 
+LAUNCHER_WORLD = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE")
+LAUNCHER_WORLD += ("ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def claim_shard(environ: MutableMapping[str, str]) -> tuple[int, int]:
+    """(rank, world) of this process's shard of an evaluation, from its launcher (torchrun, accelerate
+    launch; (0, 1) without one). Gives the process the local-rank-th visible GPU alone
+    (CUDA_VISIBLE_DEVICES: its engine runs on cuda:0 of its own view) and takes the launcher's world out
+    of its environment, so nothing here joins a process group (accelerate's PartialState behind a
+    tracker, a vLLM engine). Call it before CUDA is initialised (any torch.cuda call)."""
+    rank, world = int(environ.get("RANK", "0")), int(environ.get("WORLD_SIZE", "1"))
+    local_rank, local_world = int(environ.get("LOCAL_RANK", "0")), int(environ.get("LOCAL_WORLD_SIZE", "1"))
+    if local_world > 1:
+        visible = environ.get("CUDA_VISIBLE_DEVICES", ",".join(map(str, range(local_world)))).split(",")
+        if local_rank >= len(visible):
+            raise RuntimeError(f"local rank {local_rank} of {local_world} processes; visible GPUs: {visible}")
+        environ["CUDA_VISIBLE_DEVICES"] = visible[local_rank]
+    for name in LAUNCHER_WORLD:
+        environ.pop(name, None)
+    return rank, world
+
+
 def build_eval_engine(config: RunConfig, ref: CheckpointRef, mode: str, tokenizer: Any) -> RolloutEngine:
-    """The run's rollout backend on the model under test (hf loads it here; vllm loads it itself), in one
-    process: the evaluation after training runs on rank 0 alone."""
+    """The run's rollout backend on the model under test (hf loads it here; vllm loads it itself), in
+    this process alone (a shard's engine joins no world)."""
     device = resolve_device(config.backend.device)
     model = load_model(ref, device, config.backend.dtype).eval() if config.backend.rollout == "hf" else None
     return build_rollout(
@@ -71,8 +101,11 @@ def build_eval_engine(config: RunConfig, ref: CheckpointRef, mode: str, tokenize
     )
 
 
-def evaluate_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict[str, Any]:
-    """Write run_dir/eval/<suite>.jsonl and summary.json (resuming a partial evaluation)."""
+def evaluate_run(
+    config: RunConfig, manifests: Manifests, run_dir: RunDir, shard: tuple[int, int] = (0, 1)
+) -> dict[str, Any] | None:
+    """Write run_dir/eval/<suite>.jsonl and summary.json (resuming a partial evaluation) as shard
+    (rank, world) of the evaluation; the summary on rank 0, None on the others."""
     import torch
 
     if config.backend.threads:
@@ -92,4 +125,5 @@ def evaluate_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> di
         model=ref.describe(),
         mode=mode,
         thinking=mode == "think",
+        shard=shard,
     )

@@ -4,6 +4,10 @@ score: sample, teacher-score and grade the untrained student's responses), recor
 A finished run (same config hash) is not redone, nor is a new run whose twin (the same settings
 under another id: gropd/runs/lifecycle.py) finished; an interrupted one resumes; a run whose config changed
 since it started is refused unless `force` (which starts it afresh).
+
+One process (`gropd.cli run`) trains and then evaluates. Several ranks under a launcher train and
+stop at `trained`: the evaluation is then `evaluate` (`gropd.cli evaluate`), launched again as
+processes of its own over every GPU (experiments/launch/slurm_run.sbatch does both).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from gropd.record.run_dir import DONE, RunDir
 from gropd.record.tracking import check_backends, log_evaluation
 from gropd.runs.lifecycle import checkpoints_of, copy_twin, run_state, twin_to_copy, what_changed
 from gropd.runs.session import Ranks, run_session
+from gropd.train.world import rank_share
 
 
 def grid_entries(manifests: Manifests, grids: list[str], seeds: list[int] | None = None) -> list[RunEntry]:
@@ -81,11 +86,14 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
     directory first, unread (so it also redoes a run whose files are broken).
 
     Launched as several ranks (`accelerate launch`), every rank decides from the same reading of the
-    run's files (all read, then meet, before rank 0 writes anything), every rank trains, and only rank 0
-    writes the run's files and evaluates, once training has ended on every rank (the other ranks then
-    return: on a GPU node they free their devices for the evaluation engine).
+    run's files (all read, then meet, before rank 0 writes anything), every rank trains, only rank 0
+    writes the run's files, and no rank evaluates: the run stops at `trained` (kind eval: as opened),
+    and `evaluate` runs in processes of its own. A process count that cannot share Table 3's batches
+    is refused first (gropd/train/world.py).
     """
     ranks = Ranks.of(config)
+    if config.kind == "train":
+        rank_share(config.train, ranks.world)
     if force and ranks.main:
         shutil.rmtree(results_root / config.profile / config.run_id, ignore_errors=True)
     ranks.meet()
@@ -124,16 +132,64 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
 
             scored = score_run(config, manifests, run_dir)
             return run_dir.update_status(**scored) if ranks.main else {**status, **scored}
-        if not ranks.main:
-            print(f"[{config.run_id}] rank {ranks.rank}: training done; rank 0 evaluates", file=sys.stderr)
+        if status["status"] not in ("trained", "running"):
             return status
-        if status["status"] in ("trained", "running"):
-            from gropd.runs.evaluation import evaluate_run
-
-            summary = evaluate_run(config, manifests, run_dir)
-            log_evaluation(config, run_dir.root, summary, step=status.get("step", 0) + 1)
-            status = run_dir.update_status(status="finished")
+        if ranks.world > 1:
+            if ranks.main:
+                print(
+                    f"[{config.run_id}] {status['status']}; launched as {ranks.world} processes, it is evaluated "
+                    f"by processes of its own: `gropd.cli evaluate {config.run_id} --profile {config.profile}` "
+                    "under the same launcher",
+                    file=sys.stderr,
+                )
+            return status
+        return evaluate_and_finish(config, manifests, run_dir, status, (0, 1))
     return status
+
+
+def evaluate(
+    config: RunConfig, manifests: Manifests, results_root: Path, shard: tuple[int, int] = (0, 1)
+) -> dict[str, Any]:
+    """`gropd.cli evaluate`: evaluate a run whose training has ended (or an eval run that `run` opened),
+    this process being shard (rank, world) (gropd/runs/evaluation.py: claim_shard). Shards meet only
+    through their files (eval/shards.py); rank 0 records the run finished."""
+    run_dir, state = run_state(config, results_root, manifests)
+    status = run_dir.read_status() or {}
+    if state in DONE:
+        print(f"[{config.run_id}] already {state}; nothing to evaluate", file=sys.stderr)
+        return status
+    if state == "changed":
+        raise ConfigError(
+            str(run_dir.status_path),
+            "config_hash / checkpoints",
+            f"run {config.run_id} {what_changed(status, config, manifests)}",
+            "the config and models it was trained with (the same key=value overrides)",
+        )
+    stage = status.get("failed_in") if status.get("status") == "failed" else status.get("status")
+    ready = {"train": ("trained",), "eval": ("running", "trained")}.get(config.kind, ())
+    if stage not in ready:
+        raise ConfigError(
+            str(run_dir.status_path),
+            "status",
+            f"run {config.run_id} ({config.kind}) is {state}" + (f" ({stage})" if stage else ""),
+            f"a {'trained' if config.kind == 'train' else 'started'} run: `gropd.cli run {config.run_id} "
+            f"--profile {config.profile}` first",
+        )
+    with run_session(run_dir, main=shard[0] == 0) as status:
+        return evaluate_and_finish(config, manifests, run_dir, status, shard)
+
+
+def evaluate_and_finish(
+    config: RunConfig, manifests: Manifests, run_dir: RunDir, status: dict[str, Any], shard: tuple[int, int]
+) -> dict[str, Any]:
+    """This process's shard of the run's evaluation; rank 0 logs the summary and records `finished`."""
+    from gropd.runs.evaluation import evaluate_run
+
+    summary = evaluate_run(config, manifests, run_dir, shard)
+    if summary is None:
+        return status
+    log_evaluation(config, run_dir.root, summary, step=status.get("step", 0) + 1)
+    return run_dir.update_status(status="finished")
 
 
 def identity(config: RunConfig, manifests: Manifests) -> dict[str, Any]:

@@ -3,12 +3,12 @@
 experiments/profiles/rehearsal.yaml says what is swapped (models, suites, sizes, the rollout engine);
 the rest is the paper profile's: bf16 compute over float32 masters, 2 processes under `accelerate
 launch` with FSDP2 (experiments/launch/cpu_fsdp.yaml, gloo), forwards planned per rank and evened out,
-the teacher behind a server, the evaluation on rank 0 alone, a kill and a resume.
+the teacher behind a server, the evaluation as 2 shards in processes of its own, a kill and a resume.
 
     1. a teacher server on 127.0.0.1: `vllm serve` where vLLM is installed, else gropd.model.teacher.local_server
-    2. run A: table1's first GR-OPD run, uninterrupted (results/rehearsal/)
+    2. run A: table1's first GR-OPD run, uninterrupted (results/rehearsal/), then `evaluate` under the launcher
     3. run B: the same run in results/rehearsal-resume/, SIGKILLed (launcher and both ranks) once it has
-       logged a step after its first checkpoint, then launched again: both ranks resume
+       logged a step after its first checkpoint, then launched again: both ranks resume; then `evaluate`
     4. the checks below, each printed ok or FAILED; exit 1 if any failed
 
     python -m gropd.runs.rehearsal [--steps-before-kill 3]
@@ -112,9 +112,12 @@ def urllib_get(url: str) -> bytes:
         return response.read()
 
 
-def launch(results: Path, url: str, log: Path, overrides: tuple[str, ...] = ()) -> subprocess.Popen:
-    """`accelerate launch` of the run with 2 processes, in its own process group (so a kill reaches all)."""
-    command = [
+def launch(
+    results: Path, url: str, log: Path, command: str = "run", overrides: tuple[str, ...] = ()
+) -> subprocess.Popen:
+    """`accelerate launch` of the run's `command` (run, evaluate) with 2 processes and any further key=value
+    overrides, in its own process group (so a kill reaches all)."""
+    argv = [
         sys.executable,
         "-m",
         "accelerate.commands.launch",
@@ -124,7 +127,7 @@ def launch(results: Path, url: str, log: Path, overrides: tuple[str, ...] = ()) 
         "gropd.cli",
         "--results",
         str(results),
-        "run",
+        command,
         RUN_ID,
         "--profile",
         PROFILE,
@@ -132,7 +135,7 @@ def launch(results: Path, url: str, log: Path, overrides: tuple[str, ...] = ()) 
         *overrides,
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(command, stdout=log.open("a"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return subprocess.Popen(argv, stdout=log.open("a"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
 def wait(process: subprocess.Popen, what: str) -> None:
@@ -269,10 +272,15 @@ def checks(manifests, a: RunDir, b: RunDir, logs: Path, killed_at: int, server: 
                 records = [json.loads(line) for line in (run.eval_dir / f"{suite}.jsonl").read_text().splitlines()]
                 keys = {(r["question_id"], r["sample"]) for r in records}
                 assert len(keys) == len(records) == entry["questions"] * entry["k"], f"{suite}: {len(records)} records"
-        assert "rank 1: training done; rank 0 evaluates" in (logs / "run_a.log").read_text(), "rank 1 did not leave it"
+        log_a = (logs / "run_a.log").read_text()
+        assert "evaluated by processes of its own" in log_a, "the training launch did not leave the evaluation"
+        assert all(f"shard {rank}/2]" in log_a for rank in (0, 1)), "the evaluation did not run as 2 shards"
         macro = (a.read_summary() or {}).get("macro")
         same = a.read_summary()["suites"] == b.read_summary()["suites"]
-        return f"each suite's records written once, by rank 0 (Macro {macro:.2f}; the resumed run's equal: {same})"
+        return (
+            f"each suite's records written once, by 2 shards in processes of their own, merged by rank 0 "
+            f"(Macro {macro:.2f}; the resumed run's equal: {same})"
+        )
 
     def teacher() -> str:
         served = (logs / "teacher.log").read_text().count("scored ")
@@ -287,7 +295,7 @@ def checks(manifests, a: RunDir, b: RunDir, logs: Path, killed_at: int, server: 
         "master weights": masters,
         "FSDP2 sharding": sharded,
         "uneven forwards across ranks": uneven,
-        "evaluation on one rank": evaluated_once,
+        "evaluation in its own processes": evaluated_once,
         "teacher server": teacher,
     }
     return [check(name, test) for name, test in names.items()]
@@ -310,10 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"rehearsal: teacher at {url} ({what}); logs in {logs}", flush=True)
         wait(launch(RESULTS_A, url, logs / "run_a.log"), "run A")
+        wait(launch(RESULTS_A, url, logs / "run_a.log", "evaluate"), "run A's evaluation")
         print(f"rehearsal: run A done ({time.monotonic() - started:.0f} s)", flush=True)
         killed_at = kill_after(launch(RESULTS_B, url, logs / "run_b.log"), b, args.steps_before_kill)
         print(f"rehearsal: run B killed after {killed_at} steps; resuming", flush=True)
         wait(launch(RESULTS_B, url, logs / "run_b.log"), "run B (resumed)")
+        wait(launch(RESULTS_B, url, logs / "run_b.log", "evaluate"), "run B's evaluation")
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait()

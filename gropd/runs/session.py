@@ -62,20 +62,24 @@ class Ranks:
 
     def meet(self) -> None:
         """Wait until every rank is here. The process group is accelerate's own (PartialState: the one the
-        run's Accelerator then uses), made with the run's device so gloo serves a CPU run."""
+        run's Accelerator then uses), made with the run's device so gloo serves a CPU run, and with the
+        trainer's collective timeout (gropd/train/world.py): the first PartialState creates the group."""
         if self.world == 1:
             return
         from accelerate import PartialState
 
-        PartialState(cpu=self.device == "cpu").wait_for_everyone()
+        from gropd.train.world import process_group_timeout
+
+        PartialState(cpu=self.device == "cpu", timeout=process_group_timeout()).wait_for_everyone()
 
 
 @contextmanager
-def run_session(run_dir: RunDir) -> Iterator[dict[str, Any]]:
+def run_session(run_dir: RunDir, main: bool | None = None) -> Iterator[dict[str, Any]]:
     """Record this process as the run's owner; yields the status to go on from (a failed run's
-    `failed_in` restored); records a failure or the session's wall time when the block ends."""
+    `failed_in` restored); records a failure or the session's wall time when the block ends. Only the
+    main process (is_main_process(), unless `main` says) writes."""
     status = run_dir.read_status() or {}
-    main = is_main_process()
+    main = is_main_process() if main is None else main
     if main and status.get("status") == "failed":
         status = run_dir.update_status(status=status.get("failed_in") or "running", reason=None, failed_in=None)
     if main:

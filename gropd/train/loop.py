@@ -23,7 +23,13 @@ from typing import Any
 import torch
 from accelerate import Accelerator, FullyShardedDataParallelPlugin, PartialState
 from accelerate.state import AcceleratorState, GradientState
-from accelerate.utils import DistributedType, broadcast_object_list, set_seed
+from accelerate.utils import (
+    DataLoaderConfiguration,
+    DistributedType,
+    InitProcessGroupKwargs,
+    broadcast_object_list,
+    set_seed,
+)
 
 from eval.grading import Grader
 from eval.suites import Question
@@ -36,6 +42,7 @@ from gropd.record import tracking
 from gropd.record.run_dir import RunDir, seal
 from gropd.train.prompts import PromptSampler, load_prompt_pool
 from gropd.train.step import StepContext, assign_prompts, print_progress, step_seed, train_step
+from gropd.train.world import layout_note, process_group_timeout, rank_share
 
 MIXED_PRECISION = {"float32": "no", "bfloat16": "bf16"}  # backend.dtype -> accelerate's mixed_precision
 
@@ -50,6 +57,13 @@ def make_accelerator(config: RunConfig, run_root: Path) -> Accelerator:
     float32, and leaves outputs as computed (our log-probs are float32; accelerate's own default
     would cast them to bf16). On a CPU accelerate does not apply FSDP at all (it runs MULTI_CPU/gloo);
     fsdp_on_cpu makes it take its FSDP2 path there too, so the rehearsal runs the cluster's code.
+
+    The process group waits process_group_timeout() for a collective (NCCL's default is 600 s), when
+    this Accelerator is the one that creates it (Ranks.meet creates it first, with the same timeout).
+    split_batches=True makes the prepared scheduler step once per optimiser step: with False, accelerate
+    1.15.0's AcceleratedScheduler.step (scheduler.py, "num_processes steps per training step") steps it
+    once per process, for dataloaders that multiply the batch by the process count; ours do not (the
+    rollout batch is split over the ranks), and split_batches touches nothing else here.
     """
     device = config.backend.device
     cpu = device == "cpu" or (device == "auto" and not torch.cuda.is_available())
@@ -70,7 +84,12 @@ def make_accelerator(config: RunConfig, run_root: Path) -> Accelerator:
     AcceleratorState._reset_state()
     GradientState._reset_state()
     accelerator = Accelerator(
-        cpu=cpu, mixed_precision=mixed, fsdp_plugin=plugin, **tracking.accelerator_kwargs(config.tracking, run_root)
+        cpu=cpu,
+        mixed_precision=mixed,
+        fsdp_plugin=plugin,
+        dataloader_config=DataLoaderConfiguration(split_batches=True),
+        kwargs_handlers=[InitProcessGroupKwargs(timeout=process_group_timeout())],
+        **tracking.accelerator_kwargs(config.tracking, run_root),
     )
     if plugin is not None and cpu:
         fsdp_on_cpu(accelerator, plugin)
@@ -192,12 +211,9 @@ def local_questions(sampler: PromptSampler, config: RunConfig, step: int, accele
 def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
     """Train until `train.steps` or collapse; returns the final status. Resumes from the last checkpoint."""
     accelerator = make_accelerator(config, run_dir.root)
-    minibatch_prompts = config.train.minibatch_responses // config.train.group_size
-    if minibatch_prompts % accelerator.num_processes:
-        raise ValueError(
-            f"{accelerator.num_processes} processes cannot share minibatches of {minibatch_prompts} prompts "
-            "(train.minibatch_responses / train.group_size must be a multiple of the process count)"
-        )
+    note = layout_note(config.train, rank_share(config.train, accelerator.num_processes))  # before anything loads
+    if note and accelerator.is_main_process:
+        print(f"[{config.run_id}] {note}", file=sys.stderr)
     ctx, sampler = build_context(config, manifests, accelerator, run_dir.root / "batches")
     if accelerator.is_main_process:
         run_dir.update_status(processes=accelerator.num_processes)

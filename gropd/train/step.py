@@ -4,10 +4,12 @@ it, with checkpoints and the collapse rule, is gropd/train/loop.py).
 One step for GR-OPD, vanilla OPD and the raw score (`method` picks the credit rule) and for both
 profiles; a scoring pass (gropd/train/scoring.py) reuses the rollout, grading and dump steps.
 Data parallelism: each of the accelerate processes takes an equal share of the prompts
-(whole groups) and of every optimisation minibatch; the loss is weighted so the summed
-gradient equals that of the full minibatch on one process (Table 3 holds exactly). Forwards
-are planned per rank (gropd/model/forward_batches.py) and evened out to the busiest rank's count,
-so FSDP's collectives stay in step whatever the response lengths.
+(whole groups) and of the responses of every optimisation minibatch (sizes: gropd/train/world.py);
+the loss is weighted so the summed gradient equals that of the full minibatch on one process
+(Table 3 holds exactly). Forwards are planned per rank (gropd/model/forward_batches.py) and evened
+out to the busiest rank's count, so FSDP's collectives stay in step whatever the response lengths.
+Gradients are reduced once per minibatch under DDP and at every micro-step under FSDP2
+(StepContext.sync_gradients says why).
 
 π_S,old (`backend.old_logprobs`): `recompute` runs the trainer's own no-grad forward over the
 rollout (the sampler may be another engine or dtype: vLLM, a bf16 copy); `sampler` takes the
@@ -24,6 +26,7 @@ import math
 import sys
 import time
 import warnings
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,7 @@ from gropd.model.forward_batches import even_out, no_grad_logprobs, plan_forward
 from gropd.model.logprobs import PackedBatch, pack, reverse_kl_score, rows_logprobs, rows_scores
 from gropd.model.rollout.base import RolloutBatch, RolloutEngine, SamplingSettings
 from gropd.model.teacher.base import TeacherScorer
+from gropd.train.world import rank_share
 
 
 @dataclass
@@ -95,6 +99,16 @@ class StepContext:
             return count
         local = torch.tensor(count, device=self.accelerator.device)
         return int(self.accelerator.reduce(local, reduction="max"))
+
+    def sync_gradients(self, last: bool) -> AbstractContextManager:
+        """One micro-step's context. DDP all-reduces at a minibatch's `last` micro-step only (accelerate's
+        no_sync before it: DDP holds whole gradients anyway). FSDP2 reduce-scatters at every one, on
+        purpose: its no_sync (set_requires_gradient_sync(False)) keeps a whole unsharded float32 gradient
+        on every GPU, 6.8 GB for the 1.7B student (1.7e9 x 4 bytes) beside its 3.4 GB shard of weights,
+        gradients and AdamW, on cards the vLLM engines share; the reduce-scatter overlaps the backward."""
+        if last or self.accelerator.is_fsdp2:
+            return nullcontext()
+        return self.accelerator.no_sync(self.model)
 
     def mean_over_ranks(self, values: dict[str, float]) -> dict[str, float]:
         """Each value averaged over the data-parallel ranks (a collective)."""
@@ -229,13 +243,26 @@ def _minibatch_weight(
 def assign_prompts(count: int, seed: int, rank: int, world: int) -> list[int]:
     """This process's prompts (indices into the rollout batch's `count` prompts).
 
-    The prompts are shuffled with a seed shared by every process; minibatch k is then
-    the shuffled prompts [k·m, (k+1)·m) and process r holds every world-th of them
-    (positions ≡ r mod world). Each process's k-th local minibatch is its share of the
-    same global minibatch, whatever the number of processes.
+    The prompts are shuffled with a seed shared by every process and process r holds every
+    world-th of them (positions ≡ r mod world), each with its G responses; its k-th local
+    minibatch is its next M/world responses (gropd/train/world.py). While world divides the
+    m = M/G prompts of a minibatch, minibatch k is the shuffled prompts [k·m, (k+1)·m) whatever the
+    number of processes; with more processes each rank's share is part of a group.
     """
     order = torch.randperm(count, generator=torch.Generator().manual_seed(seed)).tolist()
     return order[rank::world]
+
+
+def accumulate_gradient(
+    ctx: StepContext, config, rollout: Rollout, rows: list[int], minibatch: list[int], real: bool
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One micro-step: the loss of `rows` (of `minibatch`; _micro_batch_loss), its gradient added with the
+    rows' share of the minibatch as weight (0 for a filler forward, `real` False, that keeps the ranks in step)."""
+    loss, stats = _micro_batch_loss(ctx, config, rollout, rows)
+    mask = rollout.packed.response_mask.cpu()
+    weight = _minibatch_weight(torch.tensor(rows), mask, torch.tensor(minibatch), config.train.agg, ctx.accelerator)
+    ctx.accelerator.backward(loss * (weight if real else 0.0))
+    return loss, stats
 
 
 def update_policy(ctx: StepContext, config, rollout: Rollout) -> dict[str, float]:
@@ -246,8 +273,7 @@ def update_policy(ctx: StepContext, config, rollout: Rollout) -> dict[str, float
     t, b = config.train, config.backend
     prompts, responses = rollout.batch.prompt_ids, rollout.batch.response_ids
     B = len(responses)
-    local_minibatch = t.minibatch_responses // ctx.accelerator.num_processes
-    mask = rollout.packed.response_mask.cpu()
+    local_minibatch = rank_share(t, ctx.accelerator.num_processes).minibatch
     sums: dict[str, list[float]] = {"loss": [], "grad_norm": []}
     ctx.model.train()
     for start in range(0, B, local_minibatch):
@@ -262,11 +288,10 @@ def update_policy(ctx: StepContext, config, rollout: Rollout) -> dict[str, float
                 b.share_prompt_forward,
             )
         ]
-        for rows in even_out(local, ctx.busiest(len(local))):
-            index = torch.tensor(rows or [minibatch[0]])
-            loss, stats = _micro_batch_loss(ctx, config, rollout, index.tolist())
-            weight = _minibatch_weight(index, mask, torch.tensor(minibatch), t.agg, ctx.accelerator) if rows else 0.0
-            ctx.accelerator.backward(loss * weight)
+        planned = even_out(local, ctx.busiest(len(local)))
+        for micro, rows in enumerate(planned):
+            with ctx.sync_gradients(last=micro == len(planned) - 1):
+                loss, stats = accumulate_gradient(ctx, config, rollout, rows or [minibatch[0]], minibatch, bool(rows))
             if rows:
                 for key, value in stats.items():
                     sums.setdefault(key, []).append(float(value))

@@ -29,6 +29,7 @@ from accelerate.utils import extract_model_from_parallel
 from transformers import AutoModelForCausalLM, DynamicLayer
 from transformers.cache_utils import Cache
 
+from gropd.model.logprobs import prefill
 from gropd.model.rollout.base import RolloutBatch, SamplingSettings, StopRule, finish_response, full_state_dict_items
 
 STRING_CHECK_EVERY = 8  # decode steps between checks of the unfinished rows' text for stop strings
@@ -108,21 +109,12 @@ def sample(
     device: torch.device,
 ) -> RolloutBatch:
     """`n` responses per prompt by the loop in the module docstring; deterministic for a given seed."""
-    width, cap = max(len(p) for p in prompt_ids), sampling.max_new_tokens
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids], device=device)
-    ids = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompt_ids], device=device)
+    capacity = max(len(p) for p in prompt_ids) + sampling.max_new_tokens
     layers = extract_model_from_parallel(model).config.num_hidden_layers
-    cache = Cache(layers=[_BufferLayer(width + cap) for _ in range(layers)])
-    logits = model(
-        input_ids=ids,
-        attention_mask=mask,
-        position_ids=(mask.cumsum(1) - 1).clamp(min=0),
-        past_key_values=cache,
-        use_cache=True,
-        logits_to_keep=1,
-    ).logits[:, -1]
+    cache = Cache(layers=[_BufferLayer(capacity) for _ in range(layers)])
+    logits, mask = prefill(model, prompt_ids, pad_id, device, cache)
     cache.batch_repeat_interleave(n)
-    return _decode(model, prompt_ids, n, sampling, seed, rule, decode, pad_id, device, cache, logits, mask)
+    return _decode(model, prompt_ids, n, sampling, seed, rule, decode, pad_id, device, cache, logits[:, -1], mask)
 
 
 def _decode(

@@ -1,0 +1,71 @@
+"""An evaluation split over processes (shards): which chunks each one samples, where it writes, and how
+rank 0 merges them into the suite files.
+
+Chunk c of a suite (runner.chunks: `batch_prompts` consecutive questions, sampled with one call seeded
+chunk_seed(seed, suite, c)) is always sampled whole, by one shard, so no record depends on the number
+of shards. The chunks go to shards by cost (questions × K), largest first, each to the least-loaded
+shard (ties to the lowest rank).
+
+    1 shard    writes out_dir/<suite>.jsonl itself
+    W shards   shard r appends to out_dir/shards/<suite>.<r>.jsonl, then writes out_dir/shards/done.<r>of<W>
+               once its chunks are on disk; rank 0 waits for every other shard's mark, samples whatever
+               is still missing, and merges
+
+Merging writes <suite>.jsonl with every question's K records in suite order (as one shard leaves it
+after an uninterrupted run), then removes shards/. A shard reads the records of every file of its
+suite (the suite file, each shard's, an earlier shard count's too) and samples only the chunks that
+still miss questions, so an interrupted evaluation resumes on any number of shards.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from eval.files import atomic_write_text
+
+SHARDS_DIR = "shards"
+POLL_S = 2.0
+
+
+def assign_chunks(costs: list[int], world: int) -> list[int]:
+    """The shard of each chunk, given each chunk's cost (module docstring)."""
+    loads, owners = [0] * world, [0] * len(costs)
+    for chunk in sorted(range(len(costs)), key=lambda c: -costs[c]):
+        owners[chunk] = loads.index(min(loads))
+        loads[owners[chunk]] += costs[chunk]
+    return owners
+
+
+def part_path(out_dir: Path, suite: str, rank: int, world: int) -> Path:
+    """The file shard `rank` of `world` appends its records of `suite` to."""
+    return out_dir / f"{suite}.jsonl" if world == 1 else out_dir / SHARDS_DIR / f"{suite}.{rank}.jsonl"
+
+
+def suite_files(out_dir: Path, suite: str) -> list[Path]:
+    """Every file that may hold records of `suite`: the suite file and any shard's."""
+    shards = [p for p in (out_dir / SHARDS_DIR).glob("*.jsonl") if p.name.rsplit(".", 2)[0] == suite]
+    return [out_dir / f"{suite}.jsonl", *sorted(shards)]
+
+
+def mark_done(out_dir: Path, rank: int, world: int) -> None:
+    atomic_write_text(out_dir / SHARDS_DIR / f"done.{rank}of{world}", "")
+
+
+def wait_for_shards(out_dir: Path, world: int, say_every_s: float = 60.0) -> None:
+    """Return once shards 1 .. world-1 have all marked their chunks done (a shard that dies takes the
+    launcher's other processes with it: torchrun and accelerate launch stop them all)."""
+    marks = [out_dir / SHARDS_DIR / f"done.{rank}of{world}" for rank in range(1, world)]
+    said = started = time.monotonic()
+    while missing := [mark.name for mark in marks if not mark.exists()]:
+        if time.monotonic() - said >= say_every_s:
+            waited = time.monotonic() - started
+            print(f"[eval] rank 0 waits for {', '.join(missing)} ({waited:.0f} s)", file=sys.stderr, flush=True)
+            said = time.monotonic()
+        time.sleep(POLL_S)
+
+
+def remove_shards(out_dir: Path) -> None:
+    shutil.rmtree(out_dir / SHARDS_DIR, ignore_errors=True)

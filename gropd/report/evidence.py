@@ -1,0 +1,283 @@
+"""The evidence layer: results/ read once, each grid as settings × seeds, each seed with every number an artefact
+needs (Final, Trend, pressure) or the reason it has none, which `missing` alone turns into a line.
+
+Runs are read through RunDir and must pass `RunDir.check`, the hash check `grid` applies, so an edited or broken
+file stops the report naming it; a run not started has the config its grid entry resolves to now. A *setting* is
+every run of one config apart from naming, seed and threads, in any grid (twins count once per seed).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from gropd.config import ConfigError, load_manifests
+from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid
+from gropd.config.layering import dotted_to_nested
+from gropd.record.run_dir import DONE, RunDir
+from gropd.report.settings import ReportSettings
+from gropd.runs.lifecycle import settings_hash
+from gropd.runs.status import current_config
+
+METHODS = {"gropd": "GR-OPD", "opd": "vanilla OPD", "raw": "raw score"}  # the beyond-the-paper methods say so
+METHODS |= {"fullkl": "full-vocabulary KL, beyond the paper", "constant": "constant advantage, beyond the paper"}
+SHOWN = set("kind grid pairing method model mode seed run_id gropd.lam gropd.gamma constant.c".split())  # not in labels
+TREND_FRACTION = 0.1  # trends compare the mean over the first and the last 10% of a run's logged steps
+RANK = {"finished": 5, "collapsed": 4, "trained": 3, "running": 2, "failed": 1, "not run": 0}
+
+
+def num(value: Any) -> str:
+    """0.25 -> '0.25', 1.0 -> '1'."""
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
+
+
+def missing(run: Run, reason: str) -> str:
+    """The one line every artefact (and its provenance sidecar) prints for a run it could not use."""
+    return f"`{run.run_id}`: {reason}"
+
+
+def number(value: Any) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    """(steps, values) of one metric, skipping rows where it is null, missing or not finite."""
+    pairs = [(float(row["step"]), v) for row in rows if (v := number(row.get(key))) is not None]
+    return [s for s, _ in pairs], [v for _, v in pairs]
+
+
+def first_last(rows: list[dict[str, Any]], key: str) -> tuple[float, float] | None:
+    """Mean of `key` over the first and over the last TREND_FRACTION of its logged values."""
+    _, values = series(rows, key)
+    k = max(1, math.ceil(TREND_FRACTION * len(values)))
+    return (statistics.fmean(values[:k]), statistics.fmean(values[-k:])) if values else None
+
+
+@dataclass(frozen=True)
+class Final:
+    """A finished run's evaluation over the profile's suites: Avg@K, the K it recorded, mean tokens (None when not
+    recorded); Macro = mean of the unrounded suite Avg@K."""
+
+    avg: dict[str, float]
+    k: dict[str, int | None]
+    tokens: dict[str, float | None]
+
+    @property
+    def macro(self) -> float:
+        return statistics.fmean(self.avg.values())
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A run's dynamics, (first, last) TREND_FRACTION means (None: not logged), its length cap and collapse step."""
+
+    length: tuple[float, float] | None
+    reward: tuple[float, float] | None
+    pearson: tuple[float, float] | None
+    cap: int | None
+    collapse_step: int | None
+
+
+@dataclass
+class Run:
+    """One run of a grid: its entry, status.json (None: not run), config and files, read once."""
+
+    entry: RunEntry
+    path: Path
+    status: dict[str, Any] | None
+    config: dict[str, Any]
+    summary: dict[str, Any] | None = None
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    horizon: dict[str, Any] | None = None
+    unresolved: str = ""  # why a run not started cannot run in this profile
+
+    run_id = property(lambda self: self.entry.run_id)
+    grid = property(lambda self: str(self.entry.values["grid"]))
+    seed = property(lambda self: int(self.config.get("seed", 0)))
+    state = property(lambda self: "not run" if self.status is None else str(self.status["status"]))
+
+    # of twin runs of one seed, the one that speaks for it: the furthest along, then the original over a copy
+    preference = property(lambda self: (RANK.get(self.state, 0), "copied_from" not in (self.status or {})))
+    ended = property(lambda self: self.state in DONE or self.state == "trained")  # training over
+
+    def describe(self) -> str:
+        """Why the run has no final result: 'not run', 'running, step 40 of 100', 'collapsed at step 7: …'."""
+        status = self.status or {}
+        steps = (self.config.get("train") or {}).get("steps", "?")
+        reason = f": {status['reason']}" if status.get("reason") else ""
+        return {
+            "running": f"running, step {status.get('step', 0)} of {steps}",
+            "trained": "trained, evaluation not finished",
+            "collapsed": f"collapsed at step {status.get('collapse_step')}{reason}",
+            "failed": f"failed{reason}",
+            "not run": "not run" + (f"; it cannot run in this profile: {self.unresolved}" if self.unresolved else ""),
+        }.get(self.state, self.state)
+
+    def final(self, suites: list[str]) -> Final | str:
+        """The evaluation over `suites`, or why there is none (naming eval/summary.json when it is at fault)."""
+        if self.state != "finished":
+            return self.describe()
+        path, records = RunDir(self.path).summary_path, (self.summary or {}).get("suites")
+        if not isinstance(records, dict) or not records:
+            return f"finished, but {path} is missing" if self.summary is None else f"{path} has no suites"
+        records = {s: records[s] if isinstance(records.get(s), dict) else {} for s in suites}
+        if lacking := [s for s in suites if number(records[s].get("avg_at_k")) is None]:
+            return f"{path} has no Avg@K of {', '.join(lacking)}"
+        avg, k = {s: float(records[s]["avg_at_k"]) for s in suites}, {s: records[s].get("k") for s in suites}
+        return Final(avg, k, {s: number(records[s].get("mean_tokens")) for s in suites})
+
+    def dynamics_reason(self) -> str | None:
+        """Why the run has no training dynamics (None: it has them)."""
+        if not self.ended:
+            return self.describe()
+        return None if self.metrics else f"no records in {RunDir(self.path).metrics_path}"
+
+    def trend(self) -> Trend | str:
+        if reason := self.dynamics_reason():
+            return reason
+        return Trend(
+            *(first_last(self.metrics, key) for key in DYNAMICS),
+            cap=(self.config.get("sampling") or {}).get("max_new_tokens"),
+            collapse_step=(self.status or {}).get("collapse_step"),
+        )
+
+    def pressure(self) -> tuple[float, float] | str:
+        """Medians over the logged steps of (pressure_normalised, pressure_retained) (a collapsed run: up to
+        its collapse); a median, since single steps reach hundreds of times the typical value."""
+        if reason := self.dynamics_reason():
+            return reason
+        values = [series(self.metrics, key)[1] for key in ("pressure_normalised", "pressure_retained")]
+        if not all(values):
+            return "no pressure_normalised / pressure_retained in metrics.jsonl"
+        return statistics.median(values[0]), statistics.median(values[1])
+
+
+DYNAMICS = ("mean_response_len", "verifier_reward", "pearson_score_len")
+
+
+@dataclass
+class Setting:
+    """The runs of one setting (same config but naming, seed and threads), in the order read."""
+
+    runs: list[Run]
+
+    config = property(lambda self: self.runs[0].config)
+    pairing = property(lambda self: str(self.config.get("pairing")))
+    method = property(lambda self: self.config.get("method"))
+    grids = property(lambda self: {run.grid for run in self.runs})
+
+    def knob(self, name: str) -> float | None:
+        """gropd.lam or gropd.gamma where the method has it (lam: GR-OPD; gamma: GR-OPD and raw score)."""
+        has = ("gropd",) if name == "lam" else ("gropd", "raw")
+        return (self.config.get("gropd") or {}).get(name) if self.method in has else None
+
+    @property
+    def label(self) -> str:
+        """'GR-OPD (λ=0.25, γ=0.99)', 'vanilla OPD (train.steps=200)': method, its knobs, the grid's other values."""
+        parts = [f"{symbol}={num(self.knob(name))}" for name, symbol in (("lam", "λ"), ("gamma", "γ"))]
+        parts = [part for part in parts if not part.endswith("=None")]
+        if self.method == "constant" and number((self.config.get("constant") or {}).get("c")) is not None:
+            parts.append(f"c={num(self.config['constant']['c'])}")
+        parts += [f"{k}={num(v)}" for k, v in self.runs[0].entry.values.items() if k not in SHOWN]
+        name = METHODS.get(str(self.method), str(self.method))
+        return name + (f" ({', '.join(parts)})" if parts else "")
+
+    def seeds(self) -> dict[int, Run]:
+        """One run per seed, in seed order: of twins the furthest along, then the original over a copy."""
+        best: dict[int, Run] = {}
+        for run in self.runs:
+            if run.seed not in best or run.preference > best[run.seed].preference:
+                best[run.seed] = run
+        return dict(sorted(best.items()))
+
+    def collect(self, value) -> tuple[dict[int, Any], list[str]]:
+        """Per seed `value(run)` where it is not a reason (str), and the missing lines of the others."""
+        results = {seed: (run, value(run)) for seed, run in self.seeds().items()}
+        lines = [missing(run, result) for run, result in results.values() if isinstance(result, str)]
+        return {seed: result for seed, (_, result) in results.items() if not isinstance(result, str)}, lines
+
+
+class Evidence:
+    """Every run of the grids an artefact asks for, read once per build from `results/<profile>/`."""
+
+    def __init__(self, profile: str, results_root: Path, experiments_dir: Path, settings: ReportSettings):
+        self.profile, self.results_root, self.experiments_dir = profile, results_root, experiments_dir
+        self.report = settings
+        self.manifests = load_manifests(experiments_dir)
+        self.suites: dict[str, dict[str, Any]] = self.manifests.suites.get(profile) or {}
+        self._runs: dict[str, list[Run]] = {}
+
+    profile_results = property(lambda self: self.results_root / self.profile)
+
+    def runs(self, grid: str) -> list[Run]:
+        """The grid's runs in grid order ([] for a grid experiments/ does not have), with extra seeds
+        (`--seeds N`) where results/ holds them."""
+        if grid not in self._runs:
+            self._runs[grid] = [] if grid not in grid_names(self.experiments_dir) else self._read(grid)
+        return self._runs[grid]
+
+    def _read(self, grid: str) -> list[Run]:
+        spec = load_grid(grid, self.experiments_dir)
+        own = set(spec.get("seeds", [0]))
+        tails = [p.name.rsplit("__seed", 1)[1] for p in self.profile_results.glob(f"{grid}__*__seed*")]
+        runs = []
+        for entry in expand_grid(spec, sorted(own | {int(tail) for tail in tails if tail.isdigit()})):
+            path = self.profile_results / entry.run_id
+            if entry.values["seed"] in own or path.is_dir():
+                runs.append(self._read_run(entry, path))
+        return runs
+
+    def _read_run(self, entry: RunEntry, path: Path) -> Run:
+        run_dir = RunDir(path)
+        status = run_dir.read_status()
+        if status is None:
+            run_file = self.experiments_dir / "runs" / self.profile / f"{entry.run_id}.yaml"
+            try:
+                config = current_config(entry, run_file, self.profile, self.manifests, [], self.results_root)
+            except ConfigError as err:  # a grid entry this profile cannot run: its own values label it
+                return Run(entry, path, None, dotted_to_nested(entry.values), unresolved=str(err))
+            return Run(entry, path, None, config.model_dump(mode="json"))
+        run_dir.check(status)
+        files = (run_dir.read_config(), run_dir.read_summary(), run_dir.read_metrics(), run_dir.read_horizon())
+        return Run(entry, path, status, *files)
+
+    @cached_property
+    def all_settings(self) -> list[Setting]:
+        """The settings of every grid's runs, in first-seen order (grids by name), each pooling its runs."""
+        groups: dict[str, list[Run]] = {}
+        for grid in grid_names(self.experiments_dir):
+            for run in self.runs(grid):
+                config = run.config
+                key = settings_hash({**config, "seed": None, "backend": {**config.get("backend", {}), "threads": 0}})
+                groups.setdefault(key, []).append(run)
+        return [Setting(runs) for runs in groups.values()]
+
+    def setting_of(self, run: Run) -> Setting:
+        return next(s for s in self.all_settings if any(r is run for r in s.runs))
+
+    def settings(self, *grids: str) -> list[Setting]:
+        """The settings with a run in `grids` (every grid when none is named), in the order their runs come, each
+        with the runs of `grids` first (they speak for a seed its twins in other grids also hold)."""
+        asked = grids or grid_names(self.experiments_dir)
+        runs = [run for grid in asked for run in self.runs(grid)]
+        found = {id(s): s for s in map(self.setting_of, runs)}.values()
+        return [Setting(sorted(s.runs, key=lambda run: run.grid not in asked)) for s in found]
+
+    def title(self, pairing: str) -> str:
+        return str((self.manifests.pairings.get(pairing) or {}).get("title", pairing))
+
+    def matched(self, pairing: str) -> bool:
+        """Teacher and student in the same mode (thinking pattern)."""
+        record = self.manifests.pairings[pairing]
+        return record["teacher"]["mode"] == record["student"]["mode"]
+
+    def seed_ids(self, run: Run, seeds: int) -> list[str]:
+        """The run ids of seeds 0..seeds-1 of `run`'s grid entry (seed 0 first)."""
+        own = {k: v for k, v in run.entry.values.items() if k not in ("seed", "run_id")}
+        entries = expand_grid(load_grid(run.grid, self.experiments_dir), list(range(seeds)))
+        return [e.run_id for e in entries if {k: v for k, v in e.values.items() if k not in ("seed", "run_id")} == own]
