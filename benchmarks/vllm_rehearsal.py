@@ -21,8 +21,8 @@ that stopped it) / not run:
               server: both ranks' rollout engines under external_launcher, weights synced each step; the
               sampler_logprob_gap of every step after the first (vLLM's sampler after a sync against the
               trainer's recompute) <= SYNC_TOLERANCE
-    evaluate  evaluation with a vLLM engine after training, in fresh processes:
-              `python -m gropd.cli evaluate RUN_ID --profile rehearsal` where that command exists; else the
+    evaluate  evaluation with vLLM engines after training, in processes of their own: `gropd.cli evaluate
+              RUN_ID --profile rehearsal` under accelerate launch (2 shards) where that command exists; else the
               run's own evaluation (rank 0, in-process) is what ran, and its outcome is reported
 
     python benchmarks/vllm_rehearsal.py [--keep DIR]      (from the repository root, vLLM importable)
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results.append(stage("teacher", lambda: f"{what} at {url}"))
         overrides = ("backend.rollout=vllm", f"train.steps={TRAIN_STEPS}", "train.checkpoint_every=1")
-        process = launch(Path("results"), url, logs / "train.log", overrides)
+        process = launch(Path("results"), url, logs / "train.log", "run", overrides)
         try:
             wait(process, "the training run")
             trained = None
@@ -274,21 +274,15 @@ def main(argv: list[str] | None = None) -> int:
         results.append(stage("train", train))
 
         def evaluate() -> str:
-            if evaluate_command_exists():
-                done = subprocess.run(
-                    [sys.executable, "-m", "gropd.cli", "evaluate", RUN_ID, "--profile", "rehearsal"],
-                    capture_output=True,
-                    text=True,
-                    timeout=TIMEOUT_S,
-                )
-                (logs / "evaluate.log").write_text(done.stdout + done.stderr)
-                assert done.returncode == 0, f"gropd.cli evaluate exited {done.returncode}: {done.stderr[-300:]}"
-                route = "python -m gropd.cli evaluate (fresh processes)"
+            if evaluate_command_exists():  # 2 shard processes under the launcher, as ./reproduce.sh rehearse does
+                log = logs / "evaluate.log"
+                wait(launch(Path("results"), url, log, "evaluate", overrides), "the evaluation")
+                route = "gropd.cli evaluate under accelerate launch (2 shard processes of their own)"
             else:
                 route = "the run's own rank-0 evaluation (gropd.cli has no evaluate command here)"
             summary = run.read_summary()
             assert summary is not None, f"{route}: no eval/summary.json; {trained or ''} (see {logs})"
-            return f"{route}: Macro {summary['macro']:.2f} over {len(summary['suites'])} suites with a vLLM engine"
+            return f"{route}: Macro {summary['macro']:.2f} over {len(summary['suites'])} suites with vLLM engines"
 
         results.append(stage("evaluate", evaluate))
     finally:
