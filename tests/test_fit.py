@@ -1,11 +1,22 @@
-"""The vLLM fit check (gropd/model/fit.py) on the real Qwen3-32B and Qwen3-4B config.json numbers, on an
-H100 80 GB and an H200 141 GB (total memory as nvidia-smi reports it), at tensor parallel 1 and 4."""
+"""The fit check (gropd/model/fit.py) on the real Qwen3-32B, Qwen3-4B and Qwen3-1.7B config.json numbers, on an
+H100 80 GB and an H200 141 GB (total memory as nvidia-smi reports it): vLLM engines at tensor parallel 1 and 4,
+a batch's KV cache in waves, the trainer's memory."""
 
 from __future__ import annotations
 
 import pytest
 
-from gropd.model.fit import GIB, Architecture, FitError, estimate, require_fit
+from gropd.model.fit import (
+    GIB,
+    TRAINER_SLACK_GIB,
+    Architecture,
+    FitError,
+    estimate,
+    logit_rows,
+    model_runner_v2,
+    require_fit,
+    trainer_memory,
+)
 
 # config.json of Qwen/Qwen3-32B and Qwen/Qwen3-4B (the fields that decide memory)
 QWEN3_32B = {
@@ -28,6 +39,16 @@ QWEN3_4B = {
     "head_dim": 128,
     "tie_word_embeddings": True,
 }
+QWEN3_1_7B = {
+    "vocab_size": 151936,
+    "hidden_size": 2048,
+    "num_hidden_layers": 28,
+    "intermediate_size": 6144,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "tie_word_embeddings": True,
+}
 H100, H200 = 81559 * 2**20, 143771 * 2**20  # MiB as nvidia-smi lists them
 THINK_EVAL_LEN = 2048 + 32768  # backend.max_prompt_tokens + eval think max_new_tokens
 TRAIN_LEN = 2048 + 8192
@@ -46,29 +67,30 @@ def test_parameter_counts_by_hand() -> None:
 
 
 @pytest.mark.parametrize(
-    ("model", "tp", "fraction", "length", "batched", "gpu", "fits"),
+    ("model", "tp", "fraction", "length", "rows", "gpu", "fits"),
     [
         # Table 6's 32B evaluation as configured before: TP 1 at 0.85 of an 80 GB card: 61 GiB of weights
-        # + 8.5 GiB of KV for one 34,816-token sequence + 6.6 GiB of workspace > 67.7 GiB
-        (QWEN3_32B, 1, 0.85, THINK_EVAL_LEN, 8192, H100, False),
-        (QWEN3_32B, 1, 0.85, THINK_EVAL_LEN, 8192, H200, True),  # 119 GiB on an H200
-        (QWEN3_32B, 4, 0.85, THINK_EVAL_LEN, 8192, H100, True),  # 15.3 GiB of weights a GPU
+        # + 8.5 GiB of KV for one 34,816-token sequence + 2.6 GiB of workspace > 67.7 GiB
+        (QWEN3_32B, 1, 0.85, THINK_EVAL_LEN, 1024, H100, False),
+        (QWEN3_32B, 1, 0.85, THINK_EVAL_LEN, 1024, H200, True),  # 119 GiB on an H200
+        (QWEN3_32B, 4, 0.85, THINK_EVAL_LEN, 1024, H100, True),  # 15.3 GiB of weights a GPU
         # the 32B as an in-process teacher at 0.3 of a training GPU: never at TP 1, not even on an H200
-        (QWEN3_32B, 1, 0.3, TRAIN_LEN, 4096, H100, False),
-        (QWEN3_32B, 1, 0.3, TRAIN_LEN, 4096, H200, False),
-        (QWEN3_32B, 4, 0.3, TRAIN_LEN, 4096, H100, True),
-        # the 4B teacher at 0.3: 7.5 + 1.4 + 4.3 GiB fits an 80 GB card
+        (QWEN3_32B, 1, 0.3, TRAIN_LEN, 1024, H100, False),
+        (QWEN3_32B, 1, 0.3, TRAIN_LEN, 1024, H200, False),
+        (QWEN3_32B, 4, 0.3, TRAIN_LEN, 1024, H100, True),
+        # the 4B teacher at 0.3: 7.5 + 1.4 + 2.6 GiB (V2) or + 4.3 GiB (V1's 4,096-row chunk) fits an 80 GB card
+        (QWEN3_4B, 1, 0.3, TRAIN_LEN, 1024, H100, True),
         (QWEN3_4B, 1, 0.3, TRAIN_LEN, 4096, H100, True),
         (QWEN3_4B, 4, 0.3, TRAIN_LEN, 4096, H200, True),
     ],
 )
-def test_fits_as_worked_out(model, tp, fraction, length, batched, gpu, fits) -> None:
+def test_fits_as_worked_out(model, tp, fraction, length, rows, gpu, fits) -> None:
     fit = estimate(
         Architecture.of(model),
         dtype="bfloat16",
         tensor_parallel=tp,
         max_model_len=length,
-        max_batched_tokens=batched,
+        logit_rows=rows,
         fraction=fraction,
         gpu_bytes=gpu,
     )
@@ -81,9 +103,72 @@ def test_a_misfit_says_what_does_not_fit_and_what_to_set() -> None:
         dtype="bfloat16",
         tensor_parallel=1,
         max_model_len=THINK_EVAL_LEN,
-        max_batched_tokens=8192,
+        logit_rows=1024,
         fraction=0.85,
         gpu_bytes=H100,
     )
     with pytest.raises(FitError, match=r"Qwen3-32B does not fit: weights 61.0 \+ KV 8.5 .* > 67.7 GiB.*Set backend"):
         require_fit("Qwen3-32B", fit, "backend.tensor_parallel")
+
+
+def test_which_model_runner_and_how_many_logit_rows() -> None:
+    """vLLM 0.33.0 `VllmConfig.use_v2_model_runner`: the variable when set, else V2 on CUDA; V2's prompt
+    log-probs take 1,024 rows at a time (prompt_logprob.py CHUNK_SIZE), V1's the whole scheduled chunk."""
+    assert model_runner_v2({}, cuda=True) and not model_runner_v2({}, cuda=False)
+    assert not model_runner_v2({"VLLM_USE_V2_MODEL_RUNNER": "0"}, cuda=True)
+    assert model_runner_v2({"VLLM_USE_V2_MODEL_RUNNER": "1"}, cuda=False)
+    assert logit_rows(4096, v2=True) == 1024 and logit_rows(16384, v2=True) == 1024 and logit_rows(512, v2=True) == 512
+    assert logit_rows(4096, v2=False) == 4096
+
+
+def test_a_rollout_batch_takes_waves_when_its_kv_cache_does_not_hold_it() -> None:
+    """Table 3 on 8 GPUs: 64 responses per rank, up to 10,240 tokens each, KV 2 x 28 layers x 8 heads x 128 x 2 B
+    = 112 KiB a token: 70 GiB for the batch against 0.3 x 79.6 - 3.2 weights - 2.6 workspace = 18.1 GiB of cache
+    on an H100 (16 sequences at once: 4 waves), 36.3 GiB on an H200 (33: 2 waves)."""
+    arch = Architecture.of(QWEN3_1_7B)
+    assert arch.kv_bytes_per_token("bfloat16", 1) == 2 * 28 * 8 * 128 * 2 == 114688
+    assert 64 * TRAIN_LEN * 114688 / GIB == 70.0
+    waves = {}
+    for gpu in (H100, H200):
+        fit = estimate(
+            arch,
+            dtype="bfloat16",
+            tensor_parallel=1,
+            max_model_len=TRAIN_LEN,
+            logit_rows=1024,
+            fraction=0.3,
+            gpu_bytes=gpu,
+        )
+        cache = fit.budget - fit.weights - fit.workspace
+        assert fit.at_once() == int(cache // (TRAIN_LEN * 114688))
+        waves[gpu] = (fit.at_once(), fit.waves(64))
+    assert waves == {H100: (16, 4), H200: (33, 2)}
+
+
+def test_the_trainers_memory_by_hand() -> None:
+    """Qwen3-1.7B (1,720,574,976 parameters): 16 bytes each of float32 masters, gradients and AdamW state is
+    25.6 GiB unsharded, 3.2 GiB a GPU under FSDP over 8; autocast's bf16 copies 3.2 GiB unsharded; a 10,240-token
+    row with checkpointing keeps 28 layers x 2048 x 4 B a token plus one layer's (10 x 2048 + 4 x 6144) x 2 B."""
+    arch = Architecture.of(QWEN3_1_7B)
+    params = arch.parameters()
+    assert params == 151936 * 2048 + 28 * arch.layer_parameters() + 2048 == 1_720_574_976
+    one = trainer_memory(
+        arch, dtype="bfloat16", shards=1, row_tokens=TRAIN_LEN, rows=1, forward_tokens=8192, checkpointing=True
+    )
+    assert one.states == params * 16 and round(one.states / GIB, 1) == 25.6
+    assert one.compute == params * 2
+    assert one.activations == TRAIN_LEN * (28 * 2048 * 4 + (10 * 2048 + 4 * 6144) * 2)
+    assert one.need == one.states + one.compute + one.activations + TRAINER_SLACK_GIB * GIB
+    eight = trainer_memory(
+        arch, dtype="bfloat16", shards=8, row_tokens=TRAIN_LEN, rows=1, forward_tokens=32768, checkpointing=True
+    )
+    assert eight.states == params * 2 and eight.compute == (151936 * 2048 + 2 * arch.layer_parameters()) * 2
+    assert eight.activations == 32768 * ((10 * 2048 + 4 * 6144) * 2 + 2 * 2048 * 4)  # the no-grad forward is larger
+    # the single-process GPU route beside two engines at 0.3 of an 80 GB card does not fit; FSDP over 8 does
+    assert one.need + 0.6 * H100 > H100 and eight.need + 0.6 * H100 < H100
+    assert (
+        trainer_memory(
+            arch, dtype="float32", shards=1, row_tokens=TRAIN_LEN, rows=1, forward_tokens=8192, checkpointing=False
+        ).compute
+        == 0
+    )  # float32 compute: no autocast copies

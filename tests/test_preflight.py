@@ -14,7 +14,7 @@ from gropd.cli import main
 from gropd.config import ConfigError, config_hash, load_manifests
 from gropd.config.resolve import resolve_run
 from gropd.model.fit import FitError
-from gropd.runs.preflight import require_fits, require_teacher_server
+from gropd.runs.preflight import require_fits, require_one_gpu_engines, require_teacher_server
 
 H100 = 81559 * 2**20
 
@@ -66,43 +66,121 @@ def test_the_teacher_address_is_not_part_of_the_run(experiments: Path) -> None:
     assert config_hash(here) != config_hash(config(experiments, "paper", "I32think-B1.7", "backend.dtype=float32"))
 
 
-def test_fit_check_reads_the_runs_own_models(experiments: Path, tmp_path: Path, monkeypatch) -> None:
-    """An in-process 32B teacher on an 80 GB training GPU is refused before loading, naming the way out;
-    the model's numbers come from its config.json (here a local checkpoint directory)."""
-    shapes = {  # config.json numbers of Qwen/Qwen3-32B and Qwen/Qwen3-1.7B
-        "I32": {
-            "hidden_size": 5120,
-            "num_hidden_layers": 64,
-            "intermediate_size": 25600,
-            "num_attention_heads": 64,
-            "tie_word_embeddings": False,
-        },
-        "I1.7": {
-            "hidden_size": 2048,
-            "num_hidden_layers": 28,
-            "intermediate_size": 6144,
-            "num_attention_heads": 16,
-            "tie_word_embeddings": True,
-        },
-    }
+SHAPES = {  # config.json numbers of Qwen/Qwen3-32B, Qwen/Qwen3-4B and Qwen/Qwen3-1.7B
+    "I32": {
+        "hidden_size": 5120,
+        "num_hidden_layers": 64,
+        "intermediate_size": 25600,
+        "num_attention_heads": 64,
+        "tie_word_embeddings": False,
+    },
+    "I4": {
+        "hidden_size": 2560,
+        "num_hidden_layers": 36,
+        "intermediate_size": 9728,
+        "num_attention_heads": 32,
+        "tie_word_embeddings": True,
+    },
+    "I1.7": {
+        "hidden_size": 2048,
+        "num_hidden_layers": 28,
+        "intermediate_size": 6144,
+        "num_attention_heads": 16,
+        "tie_word_embeddings": True,
+    },
+}
+
+
+def local_shapes(experiments: Path, tmp_path: Path) -> None:
+    """The paper models as local directories holding only their config.json (no weights, no network)."""
     models = yaml.safe_load((experiments / "models.yaml").read_text())
-    for label, shape in shapes.items():
+    for label, shape in SHAPES.items():
         model_dir = tmp_path / label
         model_dir.mkdir()
-        (model_dir / "config.json").write_text(
-            json.dumps(
-                {
-                    "model_type": "qwen3",
-                    "architectures": ["Qwen3ForCausalLM"],
-                    "vocab_size": 151936,
-                    "num_key_value_heads": 8,
-                    "head_dim": 128,
-                    **shape,
-                }
-            )
-        )
+        config_json = {
+            "model_type": "qwen3",
+            "architectures": ["Qwen3ForCausalLM"],
+            "vocab_size": 151936,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            **shape,
+        }
+        (model_dir / "config.json").write_text(json.dumps(config_json))
         models["paper"][label]["source"] = {"kind": "local", "path": str(model_dir)}
     (experiments / "models.yaml").write_text(yaml.safe_dump(models))
+
+
+def test_fit_check_reads_the_runs_own_models(experiments: Path, tmp_path: Path) -> None:
+    """An in-process 32B teacher on an 80 GB training GPU is refused before loading, naming the way out (never
+    tensor parallelism, which in-process engines cannot use); the numbers come from the model's config.json."""
+    local_shapes(experiments, tmp_path)
     run = config(experiments, "paper", "I32nothink-I1.7nothink", "backend.teacher=vllm")
-    with pytest.raises(FitError, match=r"in-process teacher engine .* does not fit.*backend.teacher: server"):
-        require_fits(run, load_manifests(experiments), H100)
+    with pytest.raises(FitError, match=r"in-process teacher engine .* does not fit.*backend.teacher: server") as err:
+        require_fits(run, load_manifests(experiments), H100, world=8, fsdp=True)
+    assert "backend.tensor_parallel" not in str(err.value)
+    squeezed = config(experiments, "paper", "I4nothink-I1.7nothink", "backend.eval_gpu_fraction=0.05")
+    with pytest.raises(FitError, match=r"evaluation engine .* does not fit") as err:
+        require_fits(squeezed, load_manifests(experiments), H100, world=8, fsdp=True)
+    assert "backend.tensor_parallel" not in str(err.value)
+
+
+def on_a_gpu(monkeypatch: pytest.MonkeyPatch, total: int) -> None:
+    """torch as on a node whose GPUs have `total` bytes (nothing else of CUDA is touched before the refusal)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), {"total_memory": total}))
+
+
+def test_the_single_process_gpu_route_is_refused_before_anything_loads(
+    experiments: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`./reproduce.sh table1` (or --jobs 8) on a GPU node trains in one process per GPU: 25.6 GiB of float32
+    masters, gradients and AdamW + autocast copies + activations beside two engines at 0.3 of an 80 GB card do
+    not fit: exit 2 naming the FSDP launch. Under FSDP over 8 processes it fits."""
+    write_fake_lock(experiments)
+    local_shapes(experiments, tmp_path)
+    monkeypatch.chdir(experiments.parent)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    on_a_gpu(monkeypatch, H100)
+    code = main(["grid", "table1", "--profile", "paper", "--jobs", "8"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "one process, unsharded" in err and "float32 weights, gradients and AdamW 25.6" in err
+    assert "accelerate launch --config_file experiments/launch/eight_gpu_fsdp.yaml" in err
+    assert not (experiments.parent / "results").exists()  # nothing loaded, nothing written
+    run = config(experiments, "paper", "I4nothink-I1.7nothink")
+    require_fits(run, load_manifests(experiments), H100, world=8, fsdp=True)
+
+
+def test_the_batch_and_an_idle_share_are_reported(
+    experiments: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Table 3 on 8 GPUs: 8 prompts x G = 8 per rank, each up to 10,240 tokens: the rollout engine at 0.3 of an
+    H100 holds 16 at full length (4 waves, gropd/model/fit.py); a run with a served teacher is told its share."""
+    local_shapes(experiments, tmp_path)
+    require_fits(config(experiments, "paper", "I4nothink-I1.7nothink"), load_manifests(experiments), H100, 8, True)
+    err = capsys.readouterr().err
+    assert "rollout engine holds the KV cache of 16 of its 64 sequences of 10240 tokens" in err
+    assert "up to 4 waves" in err and "unused" not in err
+    served = config(experiments, "paper", "I32nothink-I1.7nothink", "backend.teacher_url=http://a:1")
+    require_fits(served, load_manifests(experiments), H100, world=8, fsdp=True)
+    err = capsys.readouterr().err
+    assert "its teacher is not in-process" in err and "backend.rollout_gpu_fraction=0.80 gives" in err, err
+
+
+def test_tensor_parallel_engines_in_the_trainers_processes_are_refused(
+    experiments: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """external_launcher needs identical prompts across a tensor-parallel group; each rank has its own share."""
+    write_fake_lock(experiments)
+    monkeypatch.chdir(experiments.parent)
+    code = main(["run", "table1__I4nothink-I1.7nothink__gropd", "--profile", "paper", "backend.tensor_parallel=2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "backend.tensor_parallel: 2 with in-process vLLM engines" in err, err
+    assert "teacher_server.sh LABEL TP" in err
+    assert not (experiments.parent / "results").exists()
+    for allowed in ("backend.rollout=hf backend.teacher=server backend.teacher_url=http://a:1",):
+        require_one_gpu_engines(
+            config(experiments, "paper", "I32nothink-I1.7nothink", *allowed.split(), "backend.tensor_parallel=2")
+        )

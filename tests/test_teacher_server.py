@@ -1,4 +1,5 @@
-"""ServerTeacher against a loopback HTTP server that answers like `vllm serve` (vLLM 0.32 shapes).
+"""ServerTeacher against a loopback HTTP server that answers like `vllm serve` (vLLM 0.32 shapes; the
+`/v1/models` card's max_model_len as vLLM 0.33.0's ModelCard has it).
 
 The fake teacher's log-prob of token v at prompt position p is -(p + v / 1000), so the
 expected score of response token t of a row with prompt length P is -(P + t + y_t / 1000).
@@ -12,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from gropd.model.rollout.base import PromptTooLongError
 from gropd.model.teacher.server import (
     ServerTeacher,
     TeacherServerError,
@@ -53,7 +55,9 @@ def fake_choice(index: int, row: list[int]) -> dict:
 class FakeVLLM:
     """Loopback server; `failures` is a list of HTTP codes the next completion calls answer with."""
 
-    def __init__(self, served: str = SERVED, failures: list[int] | None = None) -> None:
+    def __init__(
+        self, served: str = SERVED, failures: list[int] | None = None, port: int = 0, max_model_len: int = 40960
+    ) -> None:
         self.served, self.failures, self.requests = served, list(failures or []), []
         fake = self
 
@@ -81,7 +85,7 @@ class FakeVLLM:
                                 "owned_by": "vllm",
                                 "root": fake.served.split("@")[0],
                                 "parent": None,
-                                "max_model_len": 40960,
+                                "max_model_len": max_model_len,
                             }
                         ],
                     },
@@ -105,7 +109,7 @@ class FakeVLLM:
                     },
                 )
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
 
@@ -126,6 +130,7 @@ def make_teacher(url: str, **overrides) -> ServerTeacher:
         "timeout_s": 5.0,
         "max_retries": 3,
         "backoff_s": 0.001,
+        "start_wait_s": 5.0,
     } | overrides
     return ServerTeacher(url, **kwargs)
 
@@ -252,3 +257,153 @@ def test_parse_a_recorded_vllm_0_32_answer():
     }
     # teacher prompt [5], response [6, 7]
     assert parse_completion_response(recorded, [[5]], [[6, 7]]) == [[-11.612344741821289, -9.73300552368164]]
+
+
+def test_a_row_past_the_servers_context_is_refused_before_it_is_sent():
+    """vLLM answers a prompt of max_model_len tokens or more with HTTP 400 (VLLMValidationError, vLLM 0.33.0
+    InputProcessor._validate_prompt_len: it must generate 1 token), which is not retried: refuse it first."""
+    prompts, responses = [[1, 2, 3], [4] * 6], [[5, 6], [7, 8, 9, 10]]  # rows of 5 and 10 tokens
+    with FakeVLLM(max_model_len=10) as server:
+        teacher = make_teacher(server.url)
+        with pytest.raises(PromptTooLongError, match=r"1 of 2 rows exceed .*max_model_len 10.* row 1 has 10"):
+            teacher.score(prompts, responses)
+        assert server.requests == []
+        assert len(teacher.score(prompts[:1], responses[:1])[0]) == 2  # 5 + 1 <= 10
+
+
+def test_a_server_shorter_than_the_runs_rows_is_refused_at_start():
+    with FakeVLLM(max_model_len=10240) as server:
+        with pytest.raises(TeacherServerError, match=r"max_model_len 10240.*need 10241.*MAX_MODEL_LEN=10241"):
+            make_teacher(server.url, context=10241)
+        make_teacher(server.url, context=10240)
+
+
+class FakeTime:
+    """time.sleep / time.monotonic for the client: sleeping advances the clock; at `up_at` seconds the
+    server starts listening (as `vllm serve` binds its port once the model is loaded)."""
+
+    def __init__(self, up_at: float, start_server) -> None:
+        self.now, self.up_at, self.start_server, self.server = 0.0, up_at, start_server, None
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        if self.server is None and self.now >= self.up_at:
+            self.server = self.start_server().__enter__()
+
+
+def test_the_run_waits_minutes_for_a_loading_server(experiments, monkeypatch, capsys) -> None:
+    """A 32B `vllm serve` takes minutes before its port answers; the run's client (built as a run builds it)
+    waits for it, saying what it waits for, instead of giving up after ~62 s of retries."""
+    from test_preflight import config, write_fake_lock
+
+    import gropd.model.teacher.server as server_module
+    from gropd.config import load_manifests
+    from gropd.model.components import build_teacher, pairing_roles
+
+    write_fake_lock(experiments)
+    with FakeVLLM() as probe:
+        port = int(probe.url.rsplit(":", 1)[1])  # closed on exit: nothing listens there until FakeTime starts it
+    full = "9216db5" + "0" * 33
+    clock = FakeTime(420.0, lambda: FakeVLLM(served=f"Qwen/Qwen3-32B@{full}", port=port))
+    monkeypatch.setattr(server_module, "time", clock)
+    monkeypatch.delenv("GROPD_TEACHER_WAIT_S", raising=False)
+    run = config(experiments, "paper", "I32nothink-I1.7nothink", f"backend.teacher_url=http://127.0.0.1:{port}")
+    try:
+        teacher = build_teacher(run, pairing_roles(run, load_manifests(experiments))[1], None, 0)
+        assert teacher.max_model_len == 40960 and clock.now >= 420.0
+    finally:
+        if clock.server is not None:
+            clock.server.__exit__(None, None, None)
+    said = capsys.readouterr().err
+    assert "waiting for the teacher server" in said and f"Qwen/Qwen3-32B@{full}" in said and "loaded" in said
+    assert said.count("waiting for") <= 9  # once a minute, not at every poll
+
+
+def test_the_start_up_wait_has_a_limit_and_says_how_to_raise_it(monkeypatch) -> None:
+    import gropd.model.teacher.server as server_module
+    from gropd.model.components import teacher_wait_s
+
+    with FakeVLLM() as probe:
+        url = probe.url
+    clock = FakeTime(float("inf"), lambda: None)
+    monkeypatch.setattr(server_module, "time", clock)
+    with pytest.raises(TeacherServerError, match=r"within 30 s .*GROPD_TEACHER_WAIT_S"):
+        make_teacher(url, start_wait_s=30.0)
+    assert clock.now == 30.0
+    assert teacher_wait_s({}) == 1800.0 and teacher_wait_s({"GROPD_TEACHER_WAIT_S": "90"}) == 90.0
+    with pytest.raises(ValueError, match="GROPD_TEACHER_WAIT_S='soon'"):
+        teacher_wait_s({"GROPD_TEACHER_WAIT_S": "soon"})
+
+
+def test_teacher_server_script_as_the_readme_launches_it(experiments, tmp_path) -> None:
+    """`sbatch experiments/launch/teacher_server.sh I32` with a fake `vllm`, `nvidia-smi` (4 GPUs) and `hostname`:
+    #SBATCH lines for a TP-8 node, the repository's .venv activated (python and vllm are only there), offline Hub
+    with the pinned snapshot cached, TP = the GPUs it sees, the served name and revision, vLLM's own prefill batch,
+    room for the generated token, and the node's name printed for the runs (not 0.0.0.0)."""
+    import stat
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_preflight import write_fake_lock
+
+    repo = Path(__file__).resolve().parents[1]
+    script = repo / "experiments/launch/teacher_server.sh"
+    header = []
+    for line in script.read_text().splitlines()[1:]:
+        if line.strip() and not line.startswith("#"):
+            break  # sbatch reads #SBATCH lines up to the first command
+        header.append(line)
+    sbatch = dict(line.split()[1].lstrip("-").split("=", 1) for line in header if line.startswith("#SBATCH"))
+    assert sbatch["gpus-per-node"] == "8" and int(sbatch["cpus-per-task"]) >= 16 and sbatch["time"] == "48:00:00"
+
+    write_fake_lock(experiments)
+    full = "9216db5" + "0" * 33
+    venv_bin, tools = experiments.parent / ".venv" / "bin", tmp_path / "tools"
+    venv_bin.mkdir(parents=True)
+    tools.mkdir()
+    (venv_bin.parent.parent / ".venv/bin/activate").write_text(f'export PATH="{venv_bin}:$PATH"\n')
+    for folder, name, body in (
+        (venv_bin, "vllm", 'echo "$@" > "$VLLM_ARGS"; echo "HF_HUB_OFFLINE=$HF_HUB_OFFLINE" >> "$VLLM_ARGS"'),
+        (venv_bin, "python", f'exec {sys.executable} "$@"'),
+        (tools, "nvidia-smi", 'for i in 0 1 2 3; do echo "GPU $i: H100"; done'),
+        (tools, "hostname", "echo gpu-node-17.cluster"),
+    ):
+        (folder / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
+        (folder / name).chmod(stat.S_IRWXU)
+    env = {
+        "PATH": f"{tools}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "HF_HOME": str(tmp_path / "hf"),
+        "SLURM_SUBMIT_DIR": str(experiments.parent),
+        "PYTHONPATH": str(repo),
+        "VLLM_ARGS": str(tmp_path / "args"),
+    }
+
+    def launch() -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(script), "I32"], env=env, capture_output=True, text=True, timeout=120)
+
+    missing = launch()  # offline, and the pinned snapshot is not cached yet
+    assert missing.returncode == 2, missing.stderr
+    assert f"hf download Qwen/Qwen3-32B --revision {full}" in missing.stderr and not (tmp_path / "args").exists()
+    snapshot = tmp_path / "hf/hub/models--Qwen--Qwen3-32B/snapshots" / full
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    result = launch()
+    assert result.returncode == 0, result.stderr
+    *args, offline = (tmp_path / "args").read_text().split()
+    assert offline == "HF_HUB_OFFLINE=1"
+    assert args[:3] == ["serve", "Qwen/Qwen3-32B", "--revision"] and full in args
+    assert args[args.index("--served-model-name") + 1] == f"Qwen/Qwen3-32B@{full}"
+    assert args[args.index("--tensor-parallel-size") + 1] == "4"
+    assert args[args.index("--max-model-len") + 1] == "10241" and "--max-num-batched-tokens" not in args
+    assert args[args.index("--host") + 1] == "0.0.0.0"
+    assert "backend.teacher_url=http://gpu-node-17.cluster:8000" in result.stderr
+    assert "0.0.0.0:8000" not in result.stderr.split("runs reach it at")[1]
+    env["MAX_NUM_BATCHED_TOKENS"] = "4096"  # the V1 model runner's bound, when asked for
+    assert launch().returncode == 0
+    args = (tmp_path / "args").read_text().split()
+    assert args[args.index("--max-num-batched-tokens") + 1] == "4096"

