@@ -85,13 +85,12 @@ def cmd_grid(args: argparse.Namespace) -> int:
     entries = grid_entries(manifests, args.grids, _seeds(args.seeds))
     configs = [planned_run(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
     states = [planned_state(config, args.results, manifests, args.force) for config in configs]
-    refused = {
-        config.run_id: err
-        for config, state in zip(configs, states, strict=True)
-        if (err := refusal(config, state, manifests, args.results))
-    }
-    if refused and not args.dry_run:
-        raise next(iter(refused.values()))
+    refused: dict[str, Exception] = {}  # a dry run lists every refusal; a real run stops at the first
+    for config, state in zip(configs, states, strict=True):
+        if err := refusal(config, state, manifests, args.results):
+            if not args.dry_run:
+                raise err
+            refused[config.run_id] = err
     if not args.dry_run:
         materialise(manifests, args.profile, entries)
     states = [
