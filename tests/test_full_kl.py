@@ -11,10 +11,10 @@ import pytest
 import torch
 from tiny_runs import project, tiny_config
 
-from gropd.config import load_manifests
+from gropd.config import ConfigError, load_manifests
 from gropd.model.chunked_kl import token_reverse_kl
 from gropd.record.run_dir import RunDir
-from gropd.runs.pipeline import open_run_dir
+from gropd.runs.pipeline import load_run, open_run_dir
 from gropd.train.loop import build_context, local_questions, make_accelerator
 from gropd.train.step import _micro_batch_loss, collect_rollout
 
@@ -103,3 +103,13 @@ def test_a_fullkl_micro_batch_loss_is_the_token_mean_kl_of_the_full_logits(tmp_p
         scale = max(1.0, parameter.grad.abs().max().item())
         torch.testing.assert_close(got[name], parameter.grad, rtol=0, atol=1e-5 * scale)
     assert math.isfinite(loss.item()) and loss.item() > 0
+
+
+def test_the_paper_profile_refuses_fullkl_before_anything_loads(experiments: Path) -> None:
+    """The paper profile's teachers are vLLM engines or servers, which return top-k log-probs at most: fullkl is
+    refused when the config is resolved, naming the key and why."""
+    manifests = load_manifests(experiments)
+    with pytest.raises(ConfigError) as err:
+        load_run(manifests, "paper", "table1__I4nothink-I1.7nothink__opd", ["method=fullkl"])
+    assert err.value.key == "backend.teacher" and "top-k" in str(err.value) and "'vllm'" in str(err.value)
+    assert load_run(manifests, "tiny", "table1__I4nothink-I1.7nothink__opd", ["method=fullkl"]).method == "fullkl"
