@@ -23,7 +23,7 @@
 #            needs the Hub, or HF_HUB_OFFLINE=1 and the local Hub cache)
 #   world    build the tiny world (tokenizer, arithmetic suites, SFT teachers and students)
 #   rehearse the paper profile's code path on this CPU (bf16 over float32 masters, 2 processes with FSDP2,
-#            a teacher server, evaluation on rank 0, a kill and a resume) and its checks: minutes
+#            a teacher server, evaluation in processes of its own, a kill and a resume) and its checks: minutes
 #   test     run the test suite (what CI runs): minutes
 #
 # Flags (each refused where it does not apply; every input is checked before anything is written)

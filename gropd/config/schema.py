@@ -158,7 +158,7 @@ class BackendSettings(Strict):
     rollout_gpu_fraction: float = Field(gt=0, le=1, default=0.3)  # vLLM gpu_memory_utilization of each engine
     teacher_gpu_fraction: float = Field(gt=0, le=1, default=0.3)
     eval_gpu_fraction: float = Field(gt=0, le=1, default=0.85)
-    teacher_max_batched_tokens: int = Field(ge=1, default=4096)  # bounds vLLM's prompt_logprobs workspace
+    teacher_max_batched_tokens: int = Field(ge=1, default=4096)  # vLLM's prompt_logprobs workspace (V1 runner)
 
 
 class TrackingSettings(Strict):
