@@ -479,21 +479,3 @@ def ensure_tiny_world(
             shutil.rmtree(staging)
     info = json.loads((final / "world.json").read_text())
     return TinyWorld(directory=final, recipe_hash=full_hash[:12], instruction=recipe.instruction, info=info)
-
-
-def main() -> None:
-    """Command line: build (or find) the tiny world and print where it is and what it measured."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--recipe", type=Path, default=Path("experiments/tiny_world.yaml"))
-    parser.add_argument("--root", type=Path, default=Path("results/tiny/world"))
-    parser.add_argument("--rebuild", action="store_true")
-    args = parser.parse_args()
-    world = ensure_tiny_world(args.recipe, args.root, args.rebuild)
-    print(world.directory)
-    print(json.dumps(world.info["models"], indent=2))
-
-
-if __name__ == "__main__":
-    main()
