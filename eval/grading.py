@@ -475,19 +475,7 @@ class Grader:
         self.close()
 
 
-def grade_records(
-    responses: list[str], golds: list[str], timeout_s: float = 5.0, workers: int | None = None
-) -> list[Grade]:
-    """Grade (extracted, correct, timed_out) per response, graded in parallel, in order."""
-    with Grader(timeout_s=timeout_s, workers=workers) as grader:
-        return grader.grade(responses, golds)
-
-
 def grade_batch(responses: list[str], golds: list[str], timeout_s: float = 5.0) -> list[bool]:
     """Correctness of each response against its gold (parallel, cached, order-preserving)."""
-    return [v.correct for v in grade_records(responses, golds, timeout_s)]
-
-
-def is_correct(response: str, gold: str) -> bool:
-    """Whether `response`'s final answer is equivalent to `gold` (5 s timeout)."""
-    return grade_batch([response], [gold])[0]
+    with Grader(timeout_s=timeout_s) as grader:
+        return [v.correct for v in grader.grade(responses, golds)]
