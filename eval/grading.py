@@ -145,10 +145,7 @@ def extract_answer(response: str, thinking: bool = False) -> str | None:
     segment = final_segment(response, thinking)
     if segment is None:
         return None
-    boxed_opens = _BOX_OPEN.search(segment)
-    if boxed_opens:
-        return last_boxed(segment)
-    return answer_phrase(segment)
+    return last_boxed(segment) if _BOX_OPEN.search(segment) else answer_phrase(segment)
 
 
 # ----------------------------------------------------------------------------- equivalence
@@ -325,12 +322,6 @@ class VerifierPool:
             process = subprocess.Popen(command, pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL)
         return _Worker(process, Connection(parent.detach()))
 
-    def _replace(self, worker: _Worker) -> _Worker:
-        worker.process.kill()
-        worker.process.wait()
-        worker.conn.close()
-        return self._start()
-
     def judge_many(self, pairs: list[tuple[str, str]]) -> list[tuple[bool, bool]]:
         """(correct, timed_out) for each (gold, extracted) pair, in order.
 
@@ -385,7 +376,9 @@ class VerifierPool:
             raise RuntimeError(f"grading worker (eval/grading_worker.py) exited at start-up (code {code}); see above")
         if worker.job is not None:
             results[worker.job] = (False, True)
-        return self._replace(worker)
+        _kill([worker])
+        worker.conn.close()
+        return self._start()
 
     def close(self) -> None:
         """Stop every worker (politely, then by force)."""
@@ -403,12 +396,6 @@ class VerifierPool:
             worker.conn.close()
         self._workers.clear()
         self._kill_at_exit.detach()
-
-    def __enter__(self) -> VerifierPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # ----------------------------------------------------------------------------- public API
