@@ -118,7 +118,8 @@ def response_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log π(y_t | h_t) `[B, T]` (0 on padding) and, if asked, the policy entropy `[B, T]` (response_scores
     with logprob_score)."""
-    return _split(response_scores(model, batch, logprob_score(temperature, with_entropy)), with_entropy)
+    values = response_scores(model, batch, logprob_score(temperature, with_entropy))
+    return values[..., 0].contiguous(), values[..., 1].contiguous() if with_entropy else None
 
 
 def prefill(
@@ -207,11 +208,6 @@ def rows_scores(
     distinct: dict[tuple[int, ...], int] = {}
     of_row = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
     return shared_prompt_scores(model, [list(p) for p in distinct], of_row, responses, pad_id, device, score, payload)
-
-
-def _split(values: torch.Tensor, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(log π `[B, T]`, entropy `[B, T]` or None) from logprob_score's `[B, T, 1 or 2]`."""
-    return values[..., 0].contiguous(), values[..., 1].contiguous() if with_entropy else None
 
 
 def _scatter_rows(real: torch.Tensor, values: torch.Tensor) -> torch.Tensor:

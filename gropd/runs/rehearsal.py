@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -69,20 +70,13 @@ def start_teacher(manifests, logs: Path) -> tuple[subprocess.Popen, str, str]:
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         try:
-            urllib_get(f"{url}/v1/models")
+            urllib.request.urlopen(f"{url}/v1/models", timeout=5).close()
             return process, url, what
         except OSError:
             if process.poll() is not None:
                 raise RuntimeError(f"the teacher server exited: see {logs / 'teacher.log'}") from None
             time.sleep(0.5)
     raise RuntimeError("the teacher server did not answer within 300 s")
-
-
-def urllib_get(url: str) -> bytes:
-    import urllib.request
-
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return response.read()
 
 
 def launch(
