@@ -38,7 +38,7 @@ TRAIN = SimpleNamespace(
     max_grad_norm=1.0,
 )
 BACKEND = SimpleNamespace(max_tokens_per_forward=10**6, share_prompt_forward=False)
-CONFIG = SimpleNamespace(train=TRAIN, sampling=SimpleNamespace(temperature=1.0), backend=BACKEND)
+CONFIG = SimpleNamespace(method="gropd", train=TRAIN, sampling=SimpleNamespace(temperature=1.0), backend=BACKEND)
 RESPONSES_WORLD = 4  # mode `responses`: 4 processes, minibatches of 8 responses (2 prompts)
 RESPONSES_CONFIG = SimpleNamespace(
     **{**vars(CONFIG), "train": SimpleNamespace(**{**vars(TRAIN), "minibatch_responses": 8})}
