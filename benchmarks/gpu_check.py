@@ -221,7 +221,6 @@ def rollout_engine(path: str, shape: str, length: int):
         tensor_parallel=1,
         dtype="bfloat16",
         gpu_memory_utilization=ENGINE_FRACTION,
-        enable_sleep_mode=False,
         seed=0,
         max_model_len=PROMPT_TOKENS[shape] + length,
         rule=StopRule(()),  # no stop token: every response runs to L tokens, as the phase's length says

@@ -93,7 +93,6 @@ def suite_engine(ref, prompts, stops, args) -> tuple[float, int]:
         tensor_parallel=1,
         dtype="bfloat16",
         gpu_memory_utilization=MEMORY_FRACTION,
-        enable_sleep_mode=False,
         seed=0,
         max_model_len=None,
         tokenizer=ref.tokenizer_path,

@@ -145,10 +145,7 @@ def extract_answer(response: str, thinking: bool = False) -> str | None:
     segment = final_segment(response, thinking)
     if segment is None:
         return None
-    boxed_opens = _BOX_OPEN.search(segment)
-    if boxed_opens:
-        return last_boxed(segment)
-    return answer_phrase(segment)
+    return last_boxed(segment) if _BOX_OPEN.search(segment) else answer_phrase(segment)
 
 
 # ----------------------------------------------------------------------------- equivalence
@@ -325,12 +322,6 @@ class VerifierPool:
             process = subprocess.Popen(command, pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL)
         return _Worker(process, Connection(parent.detach()))
 
-    def _replace(self, worker: _Worker) -> _Worker:
-        worker.process.kill()
-        worker.process.wait()
-        worker.conn.close()
-        return self._start()
-
     def judge_many(self, pairs: list[tuple[str, str]]) -> list[tuple[bool, bool]]:
         """(correct, timed_out) for each (gold, extracted) pair, in order.
 
@@ -385,7 +376,9 @@ class VerifierPool:
             raise RuntimeError(f"grading worker (eval/grading_worker.py) exited at start-up (code {code}); see above")
         if worker.job is not None:
             results[worker.job] = (False, True)
-        return self._replace(worker)
+        _kill([worker])
+        worker.conn.close()
+        return self._start()
 
     def close(self) -> None:
         """Stop every worker (politely, then by force)."""
@@ -403,12 +396,6 @@ class VerifierPool:
             worker.conn.close()
         self._workers.clear()
         self._kill_at_exit.detach()
-
-    def __enter__(self) -> VerifierPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # ----------------------------------------------------------------------------- public API
@@ -475,19 +462,7 @@ class Grader:
         self.close()
 
 
-def grade_records(
-    responses: list[str], golds: list[str], timeout_s: float = 5.0, workers: int | None = None
-) -> list[Grade]:
-    """Grade (extracted, correct, timed_out) per response, graded in parallel, in order."""
-    with Grader(timeout_s=timeout_s, workers=workers) as grader:
-        return grader.grade(responses, golds)
-
-
 def grade_batch(responses: list[str], golds: list[str], timeout_s: float = 5.0) -> list[bool]:
     """Correctness of each response against its gold (parallel, cached, order-preserving)."""
-    return [v.correct for v in grade_records(responses, golds, timeout_s)]
-
-
-def is_correct(response: str, gold: str) -> bool:
-    """Whether `response`'s final answer is equivalent to `gold` (5 s timeout)."""
-    return grade_batch([response], [gold])[0]
+    with Grader(timeout_s=timeout_s) as grader:
+        return [v.correct for v in grader.grade(responses, golds)]

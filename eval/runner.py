@@ -225,8 +225,6 @@ def evaluate_model(
     model: str = "",
     mode: str = "",
     thinking: bool = False,
-    grade_timeout_s: float = 5.0,
-    grade_workers: int | None = None,
     progress: bool = True,
     shard: tuple[int, int] = (0, 1),
 ) -> dict | None:
@@ -248,7 +246,7 @@ def evaluate_model(
     ]
     owners = assign_chunks([cost for _, _, cost in plan], world)
     mine = {(name, index) for (name, index, _), owner in zip(plan, owners, strict=True) if owner == rank}
-    with Grader(timeout_s=grade_timeout_s, workers=grade_workers, thinking=thinking) as grader:
+    with Grader(thinking=thinking) as grader:
 
         def sample_suites(everything: bool) -> None:
             for name, (spec, questions) in suites.items():

@@ -112,7 +112,7 @@ def group_stats(S: torch.Tensor, group_size: int, std: str = "unbiased") -> tupl
 
     `std="unbiased"`: `σ² = Σ_j (S_j − μ)² / (G − 1)` (Bessel, as verl and TRL);
     `std="population"`: divide by `G`. For `G = 1` the unbiased σ is undefined and
-    is returned as 0 (never NaN), which `degenerate_groups` always flags.
+    is returned as 0 (never NaN), which `is_degenerate` always flags.
     """
     if std not in STD_CONVENTIONS:
         raise ValueError(f"unknown std convention {std!r}; valid: {', '.join(STD_CONVENTIONS)}")
@@ -124,34 +124,21 @@ def group_stats(S: torch.Tensor, group_size: int, std: str = "unbiased") -> tupl
     return mu, sigma
 
 
-def _is_degenerate(
-    mu: torch.Tensor, sigma: torch.Tensor, group_size: int, std: str, sigma_floor: float
-) -> torch.Tensor:
-    """Bool `[B//G]`: σ ≤ sigma_floor · max(1, |μ|), or σ undefined (G = 1, unbiased)."""
+def is_degenerate(mu: torch.Tensor, sigma: torch.Tensor, group_size: int, std: str, sigma_floor: float) -> torch.Tensor:
+    """Bool `[B//G]`: True where a group (statistics μ, σ from `group_stats`) has no usable relative signal:
+    `σ ≤ sigma_floor · max(1, |μ|)` (a floor relative to the group's scale: module docstring), or `G = 1`
+    under the unbiased convention (σ undefined), whatever the floor."""
     if group_size == 1 and std == "unbiased":
         return torch.ones_like(sigma, dtype=torch.bool)
     return sigma <= sigma_floor * mu.abs().clamp(min=1.0)
 
 
-def degenerate_groups(
-    S: torch.Tensor, group_size: int, std: str = "unbiased", sigma_floor: float = 1e-5
-) -> torch.Tensor:
-    """Bool `[B//G]`: True where a group has no usable relative signal.
-
-    A group is degenerate when `σ ≤ sigma_floor · max(1, |μ|)` (a floor relative to the group's
-    scale: module docstring), or when `G = 1` under the unbiased convention (σ undefined),
-    whatever the floor.
-    """
-    mu, sigma = group_stats(S, group_size, std)
-    return _is_degenerate(mu, sigma, group_size, std, sigma_floor)
-
-
-def _zero_degenerate(A: torch.Tensor, is_degenerate: torch.Tensor) -> torch.Tensor:
+def _zero_degenerate(A: torch.Tensor, degenerate: torch.Tensor) -> torch.Tensor:
     """Degenerate groups get advantage 0 (no update from that prompt)."""
-    return torch.where(is_degenerate, torch.zeros_like(A), A)
+    return torch.where(degenerate, torch.zeros_like(A), A)
 
 
-def _keep_degenerate(A: torch.Tensor, is_degenerate: torch.Tensor) -> torch.Tensor:
+def _keep_degenerate(A: torch.Tensor, degenerate: torch.Tensor) -> torch.Tensor:
     """Apply the formula anyway: a degenerate group gets `λ·μ / (σ + ε)`, up to `λ·μ/ε`."""
     return A
 
@@ -163,10 +150,10 @@ DEGENERATE_RULES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def calibrated_credit(S: torch.Tensor, settings: CreditSettings) -> tuple[torch.Tensor, torch.Tensor]:
-    """Calibrated sequence credit `A_i = ((S_i − μ) + λ·μ) / (σ + ε)` `[B]` and `is_degenerate` `[B//G]`.
+    """Calibrated sequence credit `A_i = ((S_i − μ) + λ·μ) / (σ + ε)` `[B]` and the degenerate mask `[B//G]`.
 
     `μ`, `σ` are the statistics of the `G` scores of row `i`'s group (`group_stats`). `λ = 0` is purely
-    relative (zero mean per group); `λ = 1` gives `S_i / (σ + ε)`. Degenerate groups (`degenerate_groups`)
+    relative (zero mean per group); `λ = 1` gives `S_i / (σ + ε)`. Degenerate groups (`is_degenerate`)
     follow the rule named by `settings.degenerate`: "zero" sets their advantages to 0, "keep" applies the
     formula anyway.
     """
@@ -177,11 +164,11 @@ def calibrated_credit(S: torch.Tensor, settings: CreditSettings) -> tuple[torch.
         raise ValueError(f"eps must be >= 0, got {s.eps}")
     G = s.group_size
     mu, sigma = group_stats(S, G, s.std)
-    is_degenerate = _is_degenerate(mu, sigma, G, s.std, s.sigma_floor)
+    degenerate = is_degenerate(mu, sigma, G, s.std, s.sigma_floor)
     mu_i = mu.repeat_interleave(G)
     A = ((S - mu_i) + s.lam * mu_i) / (sigma.repeat_interleave(G) + s.eps)
-    A = DEGENERATE_RULES[s.degenerate](A, is_degenerate.repeat_interleave(G))
-    return A, is_degenerate
+    A = DEGENERATE_RULES[s.degenerate](A, degenerate.repeat_interleave(G))
+    return A, degenerate
 
 
 def opd_advantages(f: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -206,22 +193,22 @@ def pressure(
     """Table 2's batch proxies: `P = mean_g |μ_g| / (σ_g + ε)` and retained `λ·P`.
 
     Returns two 0-dim tensors `(normalised, retained)`. The mean runs over the groups with
-    a relative signal: a degenerate group (`degenerate_groups`: σ ≤ sigma_floor · max(1, |μ|), or
+    a relative signal: a degenerate group (`is_degenerate`: σ ≤ sigma_floor · max(1, |μ|), or
     undefined) is left out, since its |μ|/(σ + ε) measures ε rather than the teacher and
     would swamp the batch (up to |μ|/ε). NaN when every group is degenerate.
     """
     if eps <= 0:
         raise ValueError(f"pressure needs eps > 0 to stay finite, got {eps}")
     mu, sigma = group_stats(S, group_size, std)
-    usable = ~_is_degenerate(mu, sigma, group_size, std, sigma_floor)
+    usable = ~is_degenerate(mu, sigma, group_size, std, sigma_floor)
     normalised = (mu.abs() / (sigma + eps))[usable].mean()
     return normalised, lam * normalised
 
 
 def _gropd_rule(f: torch.Tensor, mask: torch.Tensor, s: CreditSettings) -> tuple[torch.Tensor, dict[str, int]]:
     """GR-OPD: score, group-normalise, broadcast. Stats: count of degenerate groups."""
-    A, is_degenerate = calibrated_credit(trajectory_scores(f, mask, s.gamma), s)
-    return broadcast(A, mask), {"degenerate_groups": int(is_degenerate.sum().item())}
+    A, degenerate = calibrated_credit(trajectory_scores(f, mask, s.gamma), s)
+    return broadcast(A, mask), {"degenerate_groups": int(degenerate.sum().item())}
 
 
 def _opd_rule(f: torch.Tensor, mask: torch.Tensor, s: CreditSettings) -> tuple[torch.Tensor, dict[str, int]]:

@@ -73,19 +73,6 @@ def prompt_aucs(
     return totals[informative] / counts[informative, None].to(f.dtype)
 
 
-def horizon_separation(
-    f: torch.Tensor, mask: torch.Tensor, correct: torch.Tensor, group_size: int, horizons: Sequence[int]
-) -> torch.Tensor:
-    """`J_H(H)` for each horizon, `[K]`: the mean of `prompt_aucs` over informative prompts.
-
-    NaN at every horizon when no prompt has both correct and incorrect responses (undefined).
-    """
-    aucs = prompt_aucs(f, mask, correct, group_size, horizons)
-    if aucs.shape[0] == 0:
-        return torch.full((len(horizons),), float("nan"), dtype=f.dtype, device=f.device)
-    return aucs.mean(dim=0)
-
-
 def horizon_grid(longest: int, points: int) -> list[int]:
     """At most `points` integer horizons from 1 to `longest` tokens, evenly spaced in `H^(1/3)`
     (Figure 1(b)'s cube-root axis) and rounded; duplicates at small H are dropped."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 MODES = ("default", "think", "nothink")
-CHAT_MODES = ("think", "nothink")
 
 ENDOFTEXT = "<|endoftext|>"
 IM_END = "<|im_end|>"

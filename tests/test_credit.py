@@ -12,7 +12,6 @@ from gropd.credit import (
     CreditSettings,
     broadcast,
     calibrated_credit,
-    degenerate_groups,
     group_stats,
     opd_advantages,
     pressure,
@@ -24,6 +23,11 @@ from gropd.credit import (
 
 D = torch.float64
 INF = float("inf")
+
+
+def degenerate_groups(S, group_size, std="unbiased", sigma_floor=1e-5):
+    """The degenerate-group mask `[B//G]` calibrated_credit returns with these settings."""
+    return calibrated_credit(S, CreditSettings(group_size=group_size, std=std, sigma_floor=sigma_floor))[1]
 
 
 def gropd_advantages(S, group_size, lam, eps=1e-6, std="unbiased", *, sigma_floor=1e-5, degenerate="zero"):

@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from eval.tiny_tasks import train_questions
-from gropd.credit import degenerate_groups, group_stats, token_feedback, trajectory_scores
+from gropd.credit import CreditSettings, calibrated_credit, group_stats, token_feedback, trajectory_scores
 from gropd.model.forward_batches import no_grad_logprobs
 from gropd.templates import render_prompt
 from gropd.tiny.world import ensure_tiny_world
@@ -51,5 +51,5 @@ def test_identical_responses_in_other_layouts_are_one_degenerate_group() -> None
     same, varied = scores
     mu, sigma = group_stats(same, 8)
     assert abs(float(mu)) > 1.0  # a scale where an absolute floor is not the right test
-    assert degenerate_groups(torch.cat([same, varied]), 8).tolist() == [True, False]
+    assert calibrated_credit(torch.cat([same, varied]), CreditSettings(group_size=8))[1].tolist() == [True, False]
     assert float(sigma) <= 1e-5 * abs(float(mu))

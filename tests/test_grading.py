@@ -18,7 +18,6 @@ from eval.grading import (
     extract_answer,
     fast_verdict,
     grade_batch,
-    is_correct,
     judge,
     normalise_text,
     simple_value,
@@ -177,7 +176,7 @@ def test_equivalence_cases(grader):
 def test_no_answer_is_incorrect_and_order_is_kept():
     responses = [r"\boxed{5}", "no answer here", r"\boxed{6}", r"<think>\boxed{5}"]
     assert grade_batch(responses, ["5", "5", "5", "5"]) == [True, False, False, False]
-    assert is_correct(r"The answer is \boxed{27}.", "27.0")
+    assert grade_batch([r"The answer is \boxed{27}."], ["27.0"]) == [True]
 
 
 # ------------------------------------------------------------------ timeout and cache

@@ -1,11 +1,9 @@
 """J_H(H) on fixed responses (gropd/horizon.py): hand-computed AUCs, the chance value, a peak where designed."""
 
-import math
-
 import pytest
 import torch
 
-from gropd.horizon import horizon_grid, horizon_separation, prefix_scores, prompt_aucs
+from gropd.horizon import horizon_grid, prefix_scores, prompt_aucs, separation_curve
 
 D = torch.float64
 
@@ -79,14 +77,20 @@ def test_within_prompt_aucs_by_hand_and_uninformative_prompts_dropped():
     assert aucs[1].tolist() == pytest.approx(AUC_2, abs=1e-15)
 
 
+def curve(f, mask, correct, group_size=4):
+    """separation_curve of one saved batch: J_H(H) at H = 1..the longest response."""
+    return separation_curve([{"f": f, "mask": mask, "correct": correct, "group_size": group_size}])
+
+
 def test_separation_peaks_where_the_early_tokens_separate():
     f, mask, correct = batch(ROWS)
-    J = horizon_separation(f, mask, correct, 4, HORIZONS)
+    J = curve(f, mask, correct)
+    assert J["horizons"] == [1, 2, 3, 4, 5, 6] and (J["informative"], J["prompts"]) == (2, 4)
     expected = [(a + b) / 2 for a, b in zip(AUC_1, AUC_2, strict=True)]  # 1/2, 5/12, 1, 11/12, 3/4, 1/2, …
-    assert J.tolist() == pytest.approx(expected, abs=1e-15)
-    assert HORIZONS[int(J.argmax())] == 2
+    assert J["values"] == pytest.approx(expected[1:7], abs=1e-15)  # HORIZONS[1:7] = 1..6
+    assert J["horizons"][max(range(6), key=J["values"].__getitem__)] == 2
     f_left, mask_left, _ = batch(ROWS, left=True)
-    assert torch.equal(horizon_separation(f_left, mask_left, correct, 4, HORIZONS), J)
+    assert curve(f_left, mask_left, correct) == J
 
 
 def test_no_separation_gives_the_chance_value():
@@ -97,20 +101,18 @@ def test_no_separation_gives_the_chance_value():
     mask = torch.ones(8, 12, dtype=D)
     mask[[1, 5], 7:] = 0
     correct = torch.tensor([1, 1, 0, 0, 0, 0, 1, 1], dtype=torch.bool)
-    horizons = list(range(13))
-    J = horizon_separation(f, mask, correct, 4, horizons)
-    assert J.tolist() == pytest.approx([0.5] * 13, abs=1e-15)
-    aucs = prompt_aucs(f, mask, correct, 4, horizons)
+    assert curve(f, mask, correct)["values"] == pytest.approx([0.5] * 12, abs=1e-15)  # H = 1..12
+    aucs = prompt_aucs(f, mask, correct, 4, list(range(13)))
     assert not torch.allclose(aucs[0], torch.full_like(aucs[0], 0.5))  # each prompt alone does separate
     zero = torch.zeros(8, 12, dtype=D)
-    assert horizon_separation(zero, mask, correct, 4, horizons).tolist() == [0.5] * 13  # all tie
+    assert curve(zero, mask, correct)["values"] == [0.5] * 12  # all tie
 
 
 def test_no_informative_prompt_is_undefined_and_bad_shapes_are_refused():
     f, mask, _ = batch(ROWS[8:16])
     correct = torch.tensor([1, 1, 1, 1, 0, 0, 0, 0], dtype=torch.bool)
-    J = horizon_separation(f, mask, correct, 4, [1, 2])
-    assert all(math.isnan(v) for v in J.tolist())
+    J = curve(f, mask, correct)
+    assert J["values"] is None and (J["informative"], J["prompts"]) == (0, 2)
     with pytest.raises(ValueError, match="whole groups"):
         prompt_aucs(f, mask, correct, 3, [1])
     with pytest.raises(ValueError, match="correct must be"):

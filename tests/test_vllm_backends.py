@@ -137,7 +137,6 @@ def test_constructing_vllm_backends_without_vllm_says_what_to_install():
             tensor_parallel=1,
             dtype="bfloat16",
             gpu_memory_utilization=0.5,
-            enable_sleep_mode=False,
             seed=0,
             max_model_len=None,
             rule=StopRule((1,)),
@@ -172,9 +171,7 @@ def test_vllm_rollout_and_teacher_agree_on_sampled_tokens(tmp_path):
     )
     Qwen3ForCausalLM(config).save_pretrained(tmp_path)
     common = {"revision": None, "tensor_parallel": 1, "dtype": "float32", "max_model_len": 256}
-    rollout = VLLMRollout(
-        str(tmp_path), gpu_memory_utilization=0.2, enable_sleep_mode=False, seed=0, rule=StopRule((1,)), **common
-    )
+    rollout = VLLMRollout(str(tmp_path), gpu_memory_utilization=0.2, seed=0, rule=StopRule((1,)), **common)
     batch = rollout.generate([[5, 6, 7], [8, 9]], 2, SamplingSettings(1.0, 1.0, 12), seed=1)
     teacher = VLLMTeacher(str(tmp_path), gpu_memory_utilization=0.2, **common)
     scores = teacher.score(batch.prompt_ids, batch.response_ids)
@@ -261,7 +258,6 @@ def test_rows_past_an_engines_context_are_refused_before_the_engine_call(monkeyp
         tensor_parallel=1,
         dtype="bfloat16",
         gpu_memory_utilization=0.3,
-        enable_sleep_mode=False,
         seed=0,
         max_model_len=12,
         rule=StopRule((1,)),
@@ -324,7 +320,6 @@ def test_sync_weights_streams_one_gathered_tensor_at_a_time(monkeypatch) -> None
         tensor_parallel=1,
         dtype="bfloat16",
         gpu_memory_utilization=0.3,
-        enable_sleep_mode=False,
         seed=0,
         max_model_len=None,
         rule=StopRule((1,)),

@@ -100,7 +100,7 @@ def stop_ids(world: dict) -> list[int]:
 
 @pytest.fixture(scope="module")
 def rollout(world: dict, stop_ids: list[int]) -> VLLMRollout:
-    return VLLMRollout(world["path"], enable_sleep_mode=False, seed=0, rule=StopRule(tuple(stop_ids)), **ENGINE)
+    return VLLMRollout(world["path"], seed=0, rule=StopRule(tuple(stop_ids)), **ENGINE)
 
 
 @pytest.fixture(scope="module")

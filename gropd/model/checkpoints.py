@@ -7,7 +7,6 @@ models); tiny: the suite's own tiny world (built on first use); local: a directo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -29,11 +28,11 @@ class CheckpointRef:
         return f"{self.path}@{self.revision}" if self.revision else self.path
 
 
-def checkpoint_ref(manifests: Manifests, profile: str, label: str, lock_path: Path | None = None) -> CheckpointRef:
+def checkpoint_ref(manifests: Manifests, profile: str, label: str) -> CheckpointRef:
     """Resolve a model label of `profile` to a loadable reference."""
     source = manifests.model(profile, label)["source"]
     if source["kind"] == "hub":
-        lock_path = lock_path or manifests.root / "lock.yaml"
+        lock_path = manifests.root / "lock.yaml"
         full = pinned_revision(read_lock(lock_path), source["repo"], str(source["revision"]), lock_path)
         return CheckpointRef(path=source["repo"], revision=full, tokenizer_path=source["repo"])
     if source["kind"] == "tiny":

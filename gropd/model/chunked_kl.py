@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from gropd.model.chunked_logprobs import chunk_log_probs, chunk_tokens
+from gropd.model.chunked_logprobs import autocast_state, chunk_log_probs, chunk_tokens, head_gradients
 
 
 class _TokenReverseKL(torch.autograd.Function):
@@ -32,40 +32,22 @@ class _TokenReverseKL(torch.autograd.Function):
             kl[rows] = log_p.exp().mul_(log_p - log_q).sum(-1)
             del log_p, log_q  # before the next chunk's logits exist
         ctx.save_for_backward(hidden, weight, bias, teacher_hidden, teacher_weight, teacher_bias, kl)
-        ctx.temperature, ctx.chunk = temperature, chunk
-        device = hidden.device.type
-        ctx.autocast = (device, torch.get_autocast_dtype(device), torch.is_autocast_enabled(device))
+        ctx.temperature, ctx.chunk, ctx.autocast = temperature, chunk, autocast_state(hidden)
         return kl
 
     @staticmethod
     def backward(ctx, grad_kl):
-        device, dtype, enabled = ctx.autocast
-        with torch.autocast(device, dtype=dtype, enabled=enabled):
-            return _TokenReverseKL._backward(ctx, grad_kl)
-
-    @staticmethod
-    def _backward(ctx, grad_kl):
         hidden, weight, bias, teacher_hidden, teacher_weight, teacher_bias, kl = ctx.saved_tensors
-        need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
-        grad_hidden = torch.zeros_like(hidden) if need_hidden else None
-        grad_weight = torch.zeros_like(weight, dtype=torch.float32) if need_weight else None
-        grad_bias = torch.zeros_like(bias, dtype=torch.float32) if need_bias else None
-        for start in range(0, hidden.shape[0], ctx.chunk):
-            rows = slice(start, start + ctx.chunk)
+
+        def grad_logits(rows: slice) -> torch.Tensor:
             log_p = chunk_log_probs(hidden[rows], weight, bias, ctx.temperature)
             log_q = chunk_log_probs(teacher_hidden[rows], teacher_weight, teacher_bias, 1.0)
-            grad_logits = log_p.sub(log_q).sub_(kl[rows, None]).mul_(log_p.exp())
-            grad_logits = grad_logits.mul_(grad_kl[rows, None] / ctx.temperature).to(weight.dtype)
-            if need_hidden:
-                grad_hidden[rows] = grad_logits @ weight
-            if need_weight:
-                grad_weight += (grad_logits.T @ hidden[rows]).float()
-            if need_bias:
-                grad_bias += grad_logits.float().sum(0)
-            del log_p, log_q, grad_logits  # before the next chunk's logits exist
-        grad_weight = None if grad_weight is None else grad_weight.to(weight.dtype)
-        grad_bias = None if grad_bias is None else grad_bias.to(bias.dtype)
-        return grad_hidden, grad_weight, grad_bias, None, None, None, None, None
+            grad = log_p.sub(log_q).sub_(kl[rows, None]).mul_(log_p.exp())
+            return grad.mul_(grad_kl[rows, None] / ctx.temperature)
+
+        with torch.autocast(*ctx.autocast):
+            grads = head_gradients(hidden, weight, bias, ctx.needs_input_grad, ctx.chunk, grad_logits)
+        return *grads, None, None, None, None, None
 
 
 def token_reverse_kl(

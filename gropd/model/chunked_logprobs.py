@@ -16,6 +16,8 @@ state as the forward, so both see the same bf16 logits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -34,6 +36,43 @@ def chunk_log_probs(
     return torch.log_softmax(F.linear(hidden, weight, bias).float().div_(temperature), dim=-1)
 
 
+def autocast_state(tensor: torch.Tensor) -> tuple[str, torch.dtype, bool]:
+    """torch.autocast's (device, dtype, enabled) as they stand on `tensor`'s device: a backward that recomputes
+    logits enters them again, so it sees the same (bf16 under autocast) logits as the forward."""
+    device = tensor.device.type
+    return device, torch.get_autocast_dtype(device), torch.is_autocast_enabled(device)
+
+
+def head_gradients(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    needs: tuple[bool, ...],
+    chunk: int,
+    grad_logits: Callable[[slice], torch.Tensor],
+) -> tuple[torch.Tensor | None, ...]:
+    """Gradients for (hidden, weight, bias), as `needs` asks, of a loss whose gradient at the logits
+    z = h Wᵀ + b is `grad_logits(rows)` `[c, V]`, one chunk of rows at a time: each chunk's ∂L/∂z is taken
+    through the head in its dtype; the head's gradient is summed over chunks in float32."""
+    need_hidden, need_weight, need_bias = needs[:3]
+    grad_hidden = torch.zeros_like(hidden) if need_hidden else None
+    grad_weight = torch.zeros_like(weight, dtype=torch.float32) if need_weight else None
+    grad_bias = torch.zeros_like(bias, dtype=torch.float32) if need_bias else None
+    for start in range(0, hidden.shape[0], chunk):
+        rows = slice(start, start + chunk)
+        grad = grad_logits(rows).to(weight.dtype)
+        if need_hidden:
+            grad_hidden[rows] = grad @ weight
+        if need_weight:
+            grad_weight += (grad.T @ hidden[rows]).float()
+        if need_bias:
+            grad_bias += grad.float().sum(0)
+        del grad  # before the next chunk's logits exist
+    grad_weight = None if grad_weight is None else grad_weight.to(weight.dtype)
+    grad_bias = None if grad_bias is None else grad_bias.to(bias.dtype)
+    return grad_hidden, grad_weight, grad_bias
+
+
 class _TokenLogProbs(torch.autograd.Function):
     """(log π(y_n | h_n) `[N]`, H(π(· | h_n)) `[N]` or an empty tensor) as float32."""
 
@@ -49,9 +88,7 @@ class _TokenLogProbs(torch.autograd.Function):
                 entropy[rows] = -log_probs.exp().mul_(log_probs).sum(-1)
             del log_probs  # before the next chunk's logits exist
         ctx.save_for_backward(hidden, weight, bias, targets, entropy)
-        ctx.temperature, ctx.chunk = temperature, chunk
-        device = hidden.device.type
-        ctx.autocast = (device, torch.get_autocast_dtype(device), torch.is_autocast_enabled(device))
+        ctx.temperature, ctx.chunk, ctx.autocast = temperature, chunk, autocast_state(hidden)
         ctx.set_materialize_grads(False)
         if not with_entropy:
             ctx.mark_non_differentiable(entropy)
@@ -61,36 +98,19 @@ class _TokenLogProbs(torch.autograd.Function):
     def backward(ctx, grad_chosen, grad_entropy):
         if grad_chosen is None and grad_entropy is None:
             return None, None, None, None, None, None, None
-        device, dtype, enabled = ctx.autocast
-        with torch.autocast(device, dtype=dtype, enabled=enabled):
-            return _TokenLogProbs._backward(ctx, grad_chosen, grad_entropy)
-
-    @staticmethod
-    def _backward(ctx, grad_chosen, grad_entropy):
         hidden, weight, bias, targets, entropy = ctx.saved_tensors
-        need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
-        grad_hidden = torch.zeros_like(hidden) if need_hidden else None
-        grad_weight = torch.zeros_like(weight, dtype=torch.float32) if need_weight else None
-        grad_bias = torch.zeros_like(bias, dtype=torch.float32) if need_bias else None
-        for start in range(0, hidden.shape[0], ctx.chunk):
-            rows = slice(start, start + ctx.chunk)
-            grad_logits = _chunk_grad_logits(
+
+        def grad_logits(rows: slice) -> torch.Tensor:
+            return _chunk_grad_logits(
                 chunk_log_probs(hidden[rows], weight, bias, ctx.temperature),
                 targets[rows],
                 None if grad_chosen is None else grad_chosen[rows],
                 None if grad_entropy is None else (grad_entropy[rows], entropy[rows]),
             ).div_(ctx.temperature)
-            grad_logits = grad_logits.to(weight.dtype)
-            if need_hidden:
-                grad_hidden[rows] = grad_logits @ weight
-            if need_weight:
-                grad_weight += (grad_logits.T @ hidden[rows]).float()
-            if need_bias:
-                grad_bias += grad_logits.float().sum(0)
-            del grad_logits  # before the next chunk's logits exist
-        grad_weight = None if grad_weight is None else grad_weight.to(weight.dtype)
-        grad_bias = None if grad_bias is None else grad_bias.to(bias.dtype)
-        return grad_hidden, grad_weight, grad_bias, None, None, None, None
+
+        with torch.autocast(*ctx.autocast):
+            grads = head_gradients(hidden, weight, bias, ctx.needs_input_grad, ctx.chunk, grad_logits)
+        return *grads, None, None, None, None
 
 
 def _chunk_grad_logits(

@@ -192,7 +192,6 @@ def build_rollout(
             tensor_parallel=config.backend.tensor_parallel,
             dtype=config.backend.dtype,
             gpu_memory_utilization=gpu_fraction,
-            enable_sleep_mode=False,
             seed=seed,
             max_model_len=max_model_len(config, max_new_tokens or config.sampling.max_new_tokens),
             rule=rule,

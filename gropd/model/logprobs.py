@@ -118,7 +118,8 @@ def response_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log π(y_t | h_t) `[B, T]` (0 on padding) and, if asked, the policy entropy `[B, T]` (response_scores
     with logprob_score)."""
-    return _split(response_scores(model, batch, logprob_score(temperature, with_entropy)), with_entropy)
+    values = response_scores(model, batch, logprob_score(temperature, with_entropy))
+    return values[..., 0].contiguous(), values[..., 1].contiguous() if with_entropy else None
 
 
 def prefill(
@@ -207,28 +208,6 @@ def rows_scores(
     distinct: dict[tuple[int, ...], int] = {}
     of_row = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
     return shared_prompt_scores(model, [list(p) for p in distinct], of_row, responses, pad_id, device, score, payload)
-
-
-def rows_logprobs(
-    model: torch.nn.Module,
-    prompt_ids: list[list[int]],
-    response_ids: list[list[int]],
-    rows: list[int],
-    pad_id: int,
-    device: torch.device,
-    temperature: float = 1.0,
-    with_entropy: bool = False,
-    share_prompts: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs (and entropies) `[len(rows), T]` of batch rows `rows` in one forward (rows_scores)."""
-    score = logprob_score(temperature, with_entropy)
-    values = rows_scores(model, prompt_ids, response_ids, rows, pad_id, device, score, share_prompts=share_prompts)
-    return _split(values, with_entropy)
-
-
-def _split(values: torch.Tensor, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(log π `[B, T]`, entropy `[B, T]` or None) from logprob_score's `[B, T, 1 or 2]`."""
-    return values[..., 0].contiguous(), values[..., 1].contiguous() if with_entropy else None
 
 
 def _scatter_rows(real: torch.Tensor, values: torch.Tensor) -> torch.Tensor:

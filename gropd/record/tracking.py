@@ -99,12 +99,8 @@ def log_evaluation(config: RunConfig, run_root: Path, summary: dict, step: int) 
     kwargs = _init_kwargs(config, run_root, purge_step=None)
     for name in config.tracking.backends:
         kind = LOGGER_TYPE_TO_CLASS[name]
-        args = (
-            (config.tracking.project, str(run_root / TRACKING_DIR))
-            if kind.requires_logging_directory
-            else (config.tracking.project,)
-        )
-        tracker = kind(*args, **kwargs.get(name, {}))
+        logging_dir = [str(run_root / TRACKING_DIR)] if kind.requires_logging_directory else []
+        tracker = kind(config.tracking.project, *logging_dir, **kwargs.get(name, {}))
         tracker.start()
         if config.kind == "eval":
             tracker.store_init_configuration(hyperparameters(config))

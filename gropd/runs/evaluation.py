@@ -41,15 +41,11 @@ def suites_for(config: RunConfig, manifests: Manifests) -> dict[str, tuple[Suite
         spec = specs[name]
         if name in config.eval.k:
             spec = spec.model_copy(update={"k": config.eval.k[name]})
-        chosen[name] = (
-            spec,
-            load_questions(
-                spec,
-                revision=_dataset_revision(spec, lock, config, manifests),
-                questions=config.eval.questions,
-                first=config.eval.first_question,
-            ),
+        revision = _dataset_revision(spec, lock, config, manifests)
+        questions = load_questions(
+            spec, revision=revision, questions=config.eval.questions, first=config.eval.first_question
         )
+        chosen[name] = (spec, questions)
     return chosen
 
 

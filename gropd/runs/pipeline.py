@@ -104,7 +104,7 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
     if ranks.main:
         open_run_dir(config, manifests, run_dir)
     ranks.meet()
-    with run_session(run_dir) as status:
+    with run_session(run_dir, main=ranks.main) as status:
         if config.kind == "train" and status["status"] == "running":
             from gropd.train.loop import train_run
 

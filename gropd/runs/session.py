@@ -34,11 +34,6 @@ from gropd.record.run_dir import RunDir
 STALE_AFTER_S = 30 * 60
 
 
-def is_main_process() -> bool:
-    """Rank 0 (or no launcher): the one process of a run that writes its files and evaluates it."""
-    return os.environ.get("RANK", "0") == "0"
-
-
 @dataclass(frozen=True)
 class Ranks:
     """The processes of one run as a launcher started them (RANK, WORLD_SIZE): rank 0 writes the run's
@@ -74,12 +69,11 @@ class Ranks:
 
 
 @contextmanager
-def run_session(run_dir: RunDir, main: bool | None = None) -> Iterator[dict[str, Any]]:
+def run_session(run_dir: RunDir, main: bool = True) -> Iterator[dict[str, Any]]:
     """Record this process as the run's owner; yields the status to go on from (a failed run's
     `failed_in` restored); records a failure or the session's wall time when the block ends. Only the
-    main process (is_main_process(), unless `main` says) writes."""
+    `main` process (rank 0, or a run's one process) writes."""
     status = run_dir.read_status() or {}
-    main = is_main_process() if main is None else main
     if main and status.get("status") == "failed":
         status = run_dir.update_status(status=status.get("failed_in") or "running", reason=None, failed_in=None)
     if main:

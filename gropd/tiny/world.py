@@ -132,7 +132,7 @@ def _typed(cls: type, data: object, where: str) -> object:
         raise ValueError(f"{where}: unknown key(s) {unknown}; expected some of {sorted(known)}")
     try:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
-    except TypeError as err:
+    except (TypeError, ValueError) as err:  # a missing key; a check of the dataclass (SFTSettings' formats)
         raise ValueError(f"{where}: {err}") from err
 
 
@@ -153,13 +153,10 @@ def parse_recipe(data: dict, source: str) -> Recipe:
         if keys == {"checkpoint_of", "step"}:
             models[label] = _typed(EarlierCheckpoint, spec, where)
         elif keys == {"shape", "sft"}:
-            models[label] = ModelRecipe(
-                shape=_typed(ModelShape, spec["shape"], f"{where}.shape"), sft=_sft(spec["sft"], f"{where}.sft")
-            )
+            shape = _typed(ModelShape, spec["shape"], f"{where}.shape")
+            models[label] = ModelRecipe(shape, _typed(SFTSettings, spec["sft"], f"{where}.sft"))
         elif keys == {"continue_from", "sft"}:
-            models[label] = ContinuedRun(
-                continue_from=str(spec["continue_from"]), sft=_sft(spec["sft"], f"{where}.sft")
-            )
+            models[label] = ContinuedRun(str(spec["continue_from"]), _typed(SFTSettings, spec["sft"], f"{where}.sft"))
         else:
             raise ValueError(
                 f"{where}: expected exactly the keys ['sft', 'shape'], ['continue_from', 'sft'] "
@@ -182,13 +179,6 @@ def parse_recipe(data: dict, source: str) -> Recipe:
         eval_batch_size=int(ev["batch_size"]),
         models=models,
     )
-
-
-def _sft(data: object, where: str) -> SFTSettings:
-    try:
-        return _typed(SFTSettings, data, where)
-    except ValueError as err:
-        raise ValueError(f"{where}: {err}") from None
 
 
 def _check_checkpoint(
@@ -479,21 +469,3 @@ def ensure_tiny_world(
             shutil.rmtree(staging)
     info = json.loads((final / "world.json").read_text())
     return TinyWorld(directory=final, recipe_hash=full_hash[:12], instruction=recipe.instruction, info=info)
-
-
-def main() -> None:
-    """Command line: build (or find) the tiny world and print where it is and what it measured."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--recipe", type=Path, default=Path("experiments/tiny_world.yaml"))
-    parser.add_argument("--root", type=Path, default=Path("results/tiny/world"))
-    parser.add_argument("--rebuild", action="store_true")
-    args = parser.parse_args()
-    world = ensure_tiny_world(args.recipe, args.root, args.rebuild)
-    print(world.directory)
-    print(json.dumps(world.info["models"], indent=2))
-
-
-if __name__ == "__main__":
-    main()

@@ -125,10 +125,7 @@ def make_optimizer(config: RunConfig, model: torch.nn.Module):
     optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay, eps=o.eps)
     updates_per_step = config.train.prompts_per_batch * config.train.group_size // config.train.minibatch_responses
     total = config.train.steps * updates_per_step
-
-    def factor(update: int) -> float:
-        return lr_factor(update, total, s.name, s.warmup_steps, s.min_lr_ratio)
-
+    factor = lambda update: lr_factor(update, total, s.name, s.warmup_steps, s.min_lr_ratio)  # noqa: E731
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
@@ -331,7 +328,8 @@ def collapse_reason(history: list[dict[str, Any]], rule: CollapseRule) -> str | 
         value = last.get(key)
         if value is None or not math.isfinite(value):  # None: NaN, as metrics records write it
             return f"non-finite {key} ({value}) at step {last['step']}"
-    averages = _trailing_means([record["verifier_reward"] for record in history], rule.reward_window)
+    rewards, window = [record["verifier_reward"] for record in history], rule.reward_window
+    averages = [sum(rewards[i - window : i]) / window for i in range(window, len(rewards) + 1)]
     if averages and averages[0] > 0:
         floor = rule.reward_fraction * averages[0]
         if _run_length(averages, lambda m: m < floor) >= rule.reward_patience:
@@ -345,15 +343,6 @@ def collapse_reason(history: list[dict[str, Any]], rule: CollapseRule) -> str | 
     return None
 
 
-def _trailing_means(values: list[float], window: int) -> list[float]:
-    return [sum(values[i - window : i]) / window for i in range(window, len(values) + 1)]
-
-
 def _run_length(values: list[float], condition) -> int:
     """How many values at the end of the list satisfy `condition` in a row."""
-    count = 0
-    for value in reversed(values):
-        if not condition(value):
-            break
-        count += 1
-    return count
+    return next((i for i, value in enumerate(reversed(values)) if not condition(value)), len(values))

@@ -49,7 +49,7 @@ from gropd.credit import (
 )
 from gropd.loss import clipped_policy_loss, full_kl_loss
 from gropd.model.forward_batches import even_out, no_grad_logprobs, plan_forwards
-from gropd.model.logprobs import PackedBatch, pack, reverse_kl_score, rows_logprobs, rows_scores
+from gropd.model.logprobs import PackedBatch, logprob_score, pack, reverse_kl_score, rows_scores
 from gropd.model.rollout.base import RolloutBatch, RolloutEngine, SamplingSettings
 from gropd.model.teacher.base import TeacherScorer
 from gropd.train.world import rank_share
@@ -311,25 +311,22 @@ def _micro_batch_loss(
     the exact per-token KL to the teacher's whole distribution (gropd/loss.py)."""
     t, b = config.train, config.backend
     prompts, responses = rollout.batch.prompt_ids, rollout.batch.response_ids
-    index = torch.tensor(rows)
+    index, fullkl = torch.tensor(rows), config.method == "fullkl"
     device, temperature = ctx.accelerator.device, config.sampling.temperature
-    if config.method == "fullkl":
-        score = reverse_kl_score(ctx.teacher.head, temperature)
-        payload = rollout.teacher_hidden[index.to(rollout.teacher_hidden.device)]
-        kl = rows_scores(
-            ctx.model, prompts, responses, rows, ctx.pad_id, device, score, payload, b.share_prompt_forward
-        )
-        width = kl.shape[1]
-        return full_kl_loss(kl[..., 0], rollout.packed.response_mask[index, :width], t.agg)
-    logp_new, _ = rows_logprobs(
-        ctx.model, prompts, responses, rows, ctx.pad_id, device, temperature, share_prompts=b.share_prompt_forward
+    score = reverse_kl_score(ctx.teacher.head, temperature) if fullkl else logprob_score(temperature)
+    payload = rollout.teacher_hidden[index.to(rollout.teacher_hidden.device)] if fullkl else None
+    values = rows_scores(
+        ctx.model, prompts, responses, rows, ctx.pad_id, device, score, payload, b.share_prompt_forward
     )
-    width = logp_new.shape[1]
+    width = values.shape[1]
+    mask = rollout.packed.response_mask[index, :width]
+    if fullkl:
+        return full_kl_loss(values[..., 0], mask, t.agg)
     return clipped_policy_loss(
-        logp_new,
+        values[..., 0],
         rollout.logp_old[index, :width],
         rollout.advantages[index, :width],
-        rollout.packed.response_mask[index, :width],
+        mask,
         t.clip_low,
         t.clip_high,
         t.agg,

@@ -109,31 +109,12 @@ def sample(
     device: torch.device,
 ) -> RolloutBatch:
     """`n` responses per prompt by the loop in the module docstring; deterministic for a given seed."""
-    capacity = max(len(p) for p in prompt_ids) + sampling.max_new_tokens
+    cap = sampling.max_new_tokens
     layers = extract_model_from_parallel(model).config.num_hidden_layers
-    cache = Cache(layers=[_BufferLayer(capacity) for _ in range(layers)])
+    cache = Cache(layers=[_BufferLayer(max(len(p) for p in prompt_ids) + cap) for _ in range(layers)])
     logits, mask = prefill(model, prompt_ids, pad_id, device, cache)
     cache.batch_repeat_interleave(n)
-    return _decode(model, prompt_ids, n, sampling, seed, rule, decode, pad_id, device, cache, logits[:, -1], mask)
-
-
-def _decode(
-    model: torch.nn.Module,
-    prompt_ids: list[list[int]],
-    n: int,
-    sampling: SamplingSettings,
-    seed: int,
-    rule: StopRule,
-    decode: Callable[[list[int]], str],
-    pad_id: int,
-    device: torch.device,
-    cache: Cache,
-    logits: torch.Tensor,
-    mask: torch.Tensor,
-) -> RolloutBatch:
-    """The decode loop of `sample` from the prefilled cache and the last prompt logits `[P·n, V]`."""
-    cap = sampling.max_new_tokens
-    logits, mask = logits.repeat_interleave(n, dim=0), mask.repeat_interleave(n, dim=0)
+    logits, mask = logits[:, -1].repeat_interleave(n, dim=0), mask.repeat_interleave(n, dim=0)
     rows = mask.shape[0]
     positions = mask.sum(1)  # position id of each row's next token
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -162,13 +143,7 @@ def _decode(
         if finished.float().mean() >= COMPACT_FRACTION:
             keep = (~finished).nonzero().squeeze(-1)
             cache.batch_select_indices(keep)
-            active, drawn, mask, positions, finished = (
-                active[keep],
-                drawn[keep],
-                mask[keep],
-                positions[keep],
-                finished[keep],
-            )
+            active, drawn, mask, positions, finished = [x[keep] for x in (active, drawn, mask, positions, finished)]
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
         logits = model(
             input_ids=drawn.masked_fill(finished[:, None], pad_id),

