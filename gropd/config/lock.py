@@ -111,8 +111,6 @@ def pin(manifests: Manifests, profile: str, lock_path: Path, resolver: Resolver 
 
 def profile_prompt_source(manifests: Manifests, profile: str) -> dict[str, Any]:
     """The training-prompt source `train.prompts.source` of profiles/<profile>.yaml ({} when it sets none)."""
-    from gropd.config.layering import read_yaml
-
     data = read_yaml(manifests.root / "profiles" / f"{profile}.yaml")
     return ((data.get("train") or {}).get("prompts") or {}).get("source") or {}
 

@@ -28,7 +28,6 @@ from gropd.model.checkpoints import checkpoint_identity
 from gropd.record.run_dir import DONE, RunDir
 
 STARTED = (*DONE, "failed", "resumable")  # seen states of a run that has begun
-TRAINING_ENDED = ("trained", *DONE)  # recorded states whose training is over
 SIDES = ("student", "teacher")
 
 
