@@ -20,7 +20,7 @@ import yaml
 
 from eval.files import atomic_write_text
 from gropd.config.errors import ConfigError
-from gropd.config.layering import dotted_to_nested, read_yaml
+from gropd.config.layering import dotted_to_nested, nested_to_dotted, read_yaml
 
 GRID_KEYS = {"name", "kind", "seeds", "matrix", "include", "set", "description"}
 IDENTITY_KEYS = ("kind", "pairing", "method", "model", "mode")
@@ -77,7 +77,7 @@ def expand_grid(grid: dict[str, Any], seeds: list[int] | None = None) -> list[Ru
         values = {"kind": kind, "grid": grid["name"], **combo}
         for rule in grid.get("set") or []:
             if all(combo.get(key) == want for key, want in rule["when"].items()):
-                values.update(_flatten(rule["values"]))
+                values.update(nested_to_dotted(rule["values"]))
         for seed in seeds if seeds is not None else grid.get("seeds", [0]):
             run_id = _run_id(grid["name"], kind, combo, seed)
             entries.append(RunEntry(run_id=run_id, values={**values, "seed": seed, "run_id": run_id}))
@@ -86,16 +86,6 @@ def expand_grid(grid: dict[str, Any], seeds: list[int] | None = None) -> list[Ru
     if duplicates:
         raise ConfigError(f"experiments/grids/{grid['name']}.yaml", "", f"expands to duplicate run ids {duplicates}")
     return entries
-
-
-def _flatten(nested: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in nested.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def _fmt(value: Any) -> str:

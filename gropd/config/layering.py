@@ -46,6 +46,17 @@ def dotted_to_nested(flat: dict[str, Any]) -> dict[str, Any]:
     return nested
 
 
+def nested_to_dotted(nested: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"gropd": {"lam": 0.2}, "method": "x"} -> {"gropd.lam": 0.2, "method": "x"} (an empty mapping: no key)."""
+    flat: dict[str, Any] = {}
+    for key, value in nested.items():
+        if isinstance(value, dict):
+            flat.update(nested_to_dotted(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def merge(base: dict[str, Any], layer: dict[str, Any], source: str, origins: Origins, prefix: str = "") -> None:
     """Merge `layer` into `base` in place (mappings recursively, anything else replaced)."""
     for key, value in dotted_to_nested(layer).items():

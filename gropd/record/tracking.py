@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval.files import atomic_write_text
+from gropd.config.layering import nested_to_dotted
 from gropd.config.schema import RunConfig, TrackingSettings
 from gropd.model.optional import require
 
@@ -49,17 +50,8 @@ def accelerator_kwargs(settings: TrackingSettings, run_root: Path) -> dict[str, 
 
 def hyperparameters(config: RunConfig) -> dict[str, Any]:
     """The resolved config flattened to dotted keys; lists and dicts inside lists become JSON text."""
-    flat: dict[str, Any] = {}
-
-    def walk(value: Any, prefix: str) -> None:
-        if isinstance(value, dict):
-            for key, inner in value.items():
-                walk(inner, f"{prefix}{key}.")
-        else:
-            flat[prefix[:-1]] = json.dumps(value) if isinstance(value, list) else value
-
-    walk(config.model_dump(mode="json"), "")
-    return flat
+    flat = nested_to_dotted(config.model_dump(mode="json"))
+    return {key: json.dumps(value) if isinstance(value, list) else value for key, value in flat.items()}
 
 
 def start(accelerator: Accelerator, config: RunConfig, run_root: Path, first_step: int) -> None:
