@@ -64,13 +64,13 @@ def what_changed(status: dict[str, Any], config: RunConfig, manifests: Manifests
     return f"started with other models: {'; '.join(moved)}" if moved else None
 
 
-def changed_error(run_dir: RunDir, config: RunConfig, manifests: Manifests) -> ConfigError:
-    """Why a changed run is refused without --force."""
+def changed_error(run_dir: RunDir, config: RunConfig, manifests: Manifests, expected: str | None = None) -> ConfigError:
+    """Why a changed run is refused; `expected`: the way out (default: the same settings, or --force)."""
     return ConfigError(
         str(run_dir.status_path),
         "config_hash / checkpoints",
         f"run {config.run_id} {what_changed(run_dir.read_status() or {}, config, manifests)}",
-        "the same config and models to resume, or --force to start it afresh",
+        expected or "the same config and models to resume, or --force to start it afresh",
     )
 
 

@@ -21,7 +21,7 @@ from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_
 from gropd.config.grids import RunEntry, expand_grid, grid_entry, load_grid, write_run_file
 from gropd.record.run_dir import DONE, RunDir
 from gropd.record.tracking import check_backends, log_evaluation
-from gropd.runs.lifecycle import changed_error, checkpoints_of, copy_twin, run_state, twin_to_copy, what_changed
+from gropd.runs.lifecycle import changed_error, checkpoints_of, copy_twin, run_state, twin_to_copy
 from gropd.runs.session import Ranks, run_session
 from gropd.train.world import rank_share
 
@@ -142,12 +142,8 @@ def evaluate(
         print(f"[{config.run_id}] already {state}; nothing to evaluate", file=sys.stderr)
         return status
     if state == "changed":
-        raise ConfigError(
-            str(run_dir.status_path),
-            "config_hash / checkpoints",
-            f"run {config.run_id} {what_changed(status, config, manifests)}",
-            "the config and models it was trained with (the same key=value overrides)",
-        )
+        expected = "the config and models it was trained with (the same key=value overrides)"
+        raise changed_error(run_dir, config, manifests, expected)
     stage = status.get("failed_in") if status.get("status") == "failed" else status.get("status")
     ready = {"train": ("trained",), "eval": ("running", "trained")}.get(config.kind, ())
     if stage not in ready:
