@@ -36,18 +36,14 @@ class RunFileError(ValueError):
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Replace `path` with `text` so that readers see the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "w") as handle:
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    atomic_write_with(path, write)
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -67,6 +63,14 @@ def atomic_write_with(path: Path, write: Callable[[str], None]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def append_jsonl(path: Path, records: list[dict[str, Any]], sort_keys: bool = False) -> None:
+    """Append `records` as JSON lines with a single write, flushed and synced (read back by read_jsonl)."""
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("".join(json.dumps(record, sort_keys=sort_keys) + "\n" for record in records))
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def read_jsonl(path: Path, remedy: str, note: bool = True) -> list[dict[str, Any]]:

@@ -23,7 +23,6 @@ are the same whatever the number of shards.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import zlib
@@ -31,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from eval.files import atomic_write_text, read_jsonl
+from eval.files import append_jsonl, atomic_write_text, read_jsonl
 from eval.grading import Grader
 from eval.metrics import avg_at_k, macro, maj_at_k, mean_pass_at_k, mean_tokens
 from eval.shards import assign_chunks, mark_done, part_path, remove_shards, suite_files, wait_for_shards
@@ -84,14 +83,6 @@ def resume_suite(path: Path, questions: list[Question], k: int) -> dict[str, lis
         kept = [r for q in questions for r in done.get(q.id, [])]
         atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
     return done
-
-
-def append_records(path: Path, records: list[Record]) -> None:
-    """Append records with a single write, flushed and synced."""
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write("".join(json.dumps(r) + "\n" for r in records))
-        handle.flush()
-        os.fsync(handle.fileno())
 
 
 def chunks(items: list[Question], size: int) -> Iterator[tuple[int, list[Question]]]:
@@ -192,7 +183,7 @@ def evaluate_suite(
         if not todo or (owned is not None and index not in owned):
             continue
         records = sample_chunk(engine, chunk, todo, k=spec.k, seed=chunk_seed(seed, name, index), **sample_args)
-        append_records(path, records)
+        append_jsonl(path, records)
         for record in records:
             done.setdefault(record["question_id"], []).append(record)
         new += len(todo)

@@ -15,14 +15,13 @@ crash): it is dropped, with a note on stderr.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from eval.files import RunFileError, atomic_write_json, atomic_write_text, read_jsonl, read_text
+from eval.files import RunFileError, append_jsonl, atomic_write_json, atomic_write_text, read_jsonl, read_text
 from gropd.config.resolve import data_hash
 
 STATES = ("running", "trained", "finished", "collapsed", "failed")
@@ -144,10 +143,7 @@ class RunDir:
 
     def append_metrics(self, record: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        with self.metrics_path.open("a") as handle:
-            handle.write(json.dumps(record, sort_keys=True) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        append_jsonl(self.metrics_path, [record], sort_keys=True)
 
     def truncate_metrics(self, last_step: int) -> list[dict[str, Any]]:
         """Keep only the records of steps 1..last_step; returns them."""
