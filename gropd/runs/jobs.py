@@ -79,18 +79,8 @@ def plan_jobs(
         if uses_cuda(config, gpus):
             env["CUDA_VISIBLE_DEVICES"] = gpus[cuda_runs % len(gpus)]
             cuda_runs += 1
-        command = [
-            sys.executable,
-            "-m",
-            "gropd.cli",
-            "--results",
-            str(results_root),
-            "run",
-            config.run_id,
-            "--profile",
-            config.profile,
-            *overrides,
-        ]
+        run = ["run", config.run_id, "--profile", config.profile, *overrides]
+        command = [sys.executable, "-m", "gropd.cli", "--results", str(results_root), *run]
         command += [f"backend.threads={'null' if threads is None else threads}"] + (["--force"] if force else [])
         planned.append(Job(config.run_id, threads, command, env))
     return planned
