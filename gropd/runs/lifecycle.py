@@ -28,7 +28,6 @@ from gropd.model.checkpoints import checkpoint_identity
 from gropd.record.run_dir import DONE, RunDir
 
 STARTED = (*DONE, "failed", "resumable")  # seen states of a run that has begun
-SIDES = ("student", "teacher")
 
 
 def seen_state(status: dict[str, Any] | None, changed: bool, alive: bool) -> str:
@@ -43,12 +42,18 @@ def seen_state(status: dict[str, Any] | None, changed: bool, alive: bool) -> str
     return recorded if recorded in (*DONE, "failed") else "resumable"
 
 
-def checkpoints_of(config: RunConfig, manifests: Manifests) -> dict[str, str]:
-    """Role → checkpoint_identity of the run's models (student and teacher; an eval run's model)."""
+def models_of(config: RunConfig, manifests: Manifests) -> dict[str, tuple[str, str]]:
+    """Role -> (model label, mode) of the run: student and teacher, or an eval run's model."""
     if config.kind == "eval":
-        return {"model": checkpoint_identity(manifests, config.profile, config.model)}
+        return {"model": (config.model, config.mode)}
     record = manifests.pairings[config.pairing]
-    return {side: checkpoint_identity(manifests, config.profile, record[side]["model"]) for side in SIDES}
+    return {side: (record[side]["model"], record[side]["mode"]) for side in ("student", "teacher")}
+
+
+def checkpoints_of(config: RunConfig, manifests: Manifests) -> dict[str, str]:
+    """Role → checkpoint_identity of the run's models (models_of)."""
+    models = models_of(config, manifests)
+    return {role: checkpoint_identity(manifests, config.profile, label) for role, (label, _) in models.items()}
 
 
 def what_changed(status: dict[str, Any], config: RunConfig, manifests: Manifests | None) -> str | None:

@@ -30,14 +30,7 @@ from gropd.model.fit import (
     require_fit,
     trainer_memory,
 )
-
-
-def models_of(config: RunConfig, manifests: Manifests) -> dict[str, tuple[str, str]]:
-    """Role -> (model label, mode) of the run: student and teacher, or an eval run's model."""
-    if config.kind == "eval":
-        return {"model": (config.model, config.mode)}
-    record = manifests.pairings[config.pairing]
-    return {side: (record[side]["model"], record[side]["mode"]) for side in ("student", "teacher")}
+from gropd.runs.lifecycle import models_of
 
 
 def require_pinned(config: RunConfig, manifests: Manifests) -> None:

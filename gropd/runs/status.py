@@ -24,6 +24,7 @@ Nothing is written and no model is loaded, so it can run in another terminal dur
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -147,8 +148,6 @@ def format_table(rows: list[StatusRow]) -> str:
         + f"  {row.reason}".rstrip()
         for row in [header, *rows]
     ]
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row.state] = counts.get(row.state, 0) + 1
+    counts = Counter(row.state for row in rows)  # in order of first appearance
     lines.append(f"{len(rows)} runs: " + ", ".join(f"{n} {state}" for state, n in counts.items()))
     return "\n".join(line.rstrip() for line in lines)
