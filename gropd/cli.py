@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 from gropd.config import ConfigError, Manifests, RunConfig, RunFileError, load_manifests
@@ -85,18 +86,15 @@ def cmd_grid(args: argparse.Namespace) -> int:
     entries = grid_entries(manifests, args.grids, _seeds(args.seeds))
     configs = [planned_run(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
     states = [planned_state(config, args.results, manifests, args.force) for config in configs]
-    refused: dict[str, Exception] = {}  # a dry run lists every refusal; a real run stops at the first
-    for config, state in zip(configs, states, strict=True):
-        if err := refusal(config, state, manifests, args.results):
+    refused: list[str] = []  # a dry run lists every refusal; a real run stops at the first
+    for index, config in enumerate(configs):
+        if err := refusal(config, states[index], manifests, args.results):
             if not args.dry_run:
                 raise err
-            refused[config.run_id] = err
+            refused.append(str(err))
+            states[index] += ", would be refused (below)"
     if not args.dry_run:
         materialise(manifests, args.profile, entries)
-    states = [
-        f"{state}, would be refused (below)" if config.run_id in refused else state
-        for config, state in zip(configs, states, strict=True)
-    ]
     if args.jobs > 1:
         from gropd.runs.jobs import run_grid_jobs
 
@@ -117,11 +115,8 @@ def cmd_grid(args: argparse.Namespace) -> int:
             print(f"[{index}/{len(configs)}] {config.run_id}: {state}", file=sys.stderr)
             if not args.dry_run:
                 execute(config, manifests, args.results, force=args.force)
-    reasons: dict[str, list[str]] = {}
-    for run_id, err in refused.items():
-        reasons.setdefault(str(err), []).append(run_id)
-    for reason, run_ids in reasons.items():
-        print(f"would be refused ({len(run_ids)} of {len(configs)} runs): error: {reason}", file=sys.stderr)
+    for reason, count in Counter(refused).items():  # each reason once, in order of first appearance
+        print(f"would be refused ({count} of {len(configs)} runs): error: {reason}", file=sys.stderr)
     return 2 if refused else code
 
 
