@@ -35,25 +35,21 @@ def model_under_test(config: RunConfig, manifests: Manifests, run_dir: RunDir) -
 def suites_for(config: RunConfig, manifests: Manifests) -> dict[str, tuple[SuiteSpec, list[Question]]]:
     """The run's suites (all of the profile's unless eval.suites names some), K overrides applied."""
     specs = load_suite_manifest(manifests.root / "suites.yaml", config.profile)
-    lock = read_lock(manifests.root / "lock.yaml")
+    lock_path = manifests.root / "lock.yaml"
+    lock = read_lock(lock_path)
     chosen: dict[str, tuple[SuiteSpec, list[Question]]] = {}
     for name in config.eval.suites or list(specs):
         spec = specs[name]
         if name in config.eval.k:
             spec = spec.model_copy(update={"k": config.eval.k[name]})
-        revision = _dataset_revision(spec, lock, config, manifests)
+        source, revision = spec.source, None  # a Hub dataset's full revision from the lock (required in paper)
+        if source.kind == "hub" and not spec.local_jsonl:
+            revision = dataset_revision(lock, source.repo, source.revision, lock_path, config.profile == "paper")
         questions = load_questions(
             spec, revision=revision, questions=config.eval.questions, first=config.eval.first_question
         )
         chosen[name] = (spec, questions)
     return chosen
-
-
-def _dataset_revision(spec: SuiteSpec, lock: dict[str, Any], config: RunConfig, manifests: Manifests) -> str | None:
-    if spec.local_jsonl or spec.source.kind != "hub":
-        return None
-    lock_path = manifests.root / "lock.yaml"
-    return dataset_revision(lock, spec.source.repo, spec.source.revision, lock_path, config.profile == "paper")
 
 
 LAUNCHER_WORLD = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE")
