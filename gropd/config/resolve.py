@@ -40,14 +40,12 @@ def resolve_run(
         run_layers.append((read_yaml(run_file), str(run_file)))
     run_layers.append((parse_overrides(overrides or []), "command line"))
     fallback = run_layers[-2][1] if len(run_layers) > 1 else "command line"
-    pairing = _merged(layers + run_layers).get("pairing")
+    pairing = _merged(layers + run_layers, {}).get("pairing")
     pairing_defaults = (manifests.pairings.get(pairing) or {}).get("config", {}).get(profile) if pairing else None
     if pairing_defaults:
         layers.append((pairing_defaults, f"{root / 'pairings.yaml'}: {pairing}.config.{profile}"))
-    values: dict[str, Any] = {}
     origins: Origins = {}
-    for layer, source in layers + run_layers:
-        merge(values, layer, source, origins)
+    values = _merged(layers + run_layers, origins)
     where = lambda key: origin_of(origins, key, fallback)  # noqa: E731
     if values.get("profile") != profile:
         raise ConfigError(where("profile"), "profile", f"{values.get('profile')!r}", repr(profile))
@@ -82,11 +80,11 @@ def _check_group_size(values: dict[str, Any], where: Callable[[str], str]) -> No
         )
 
 
-def _merged(layers: list[tuple[dict[str, Any], str]]) -> dict[str, Any]:
-    """The layers merged, later wins (provenance not kept)."""
+def _merged(layers: list[tuple[dict[str, Any], str]], origins: Origins) -> dict[str, Any]:
+    """The layers merged, later wins; `origins` gets each leaf's layer."""
     values: dict[str, Any] = {}
     for layer, source in layers:
-        merge(values, layer, source, {})
+        merge(values, layer, source, origins)
     return values
 
 
