@@ -4,17 +4,10 @@ Rows: each run of each grid (experiments/grids/, with the grids' own seeds), the
 directory under results/<profile>/ that holds a status.json (other seeds, removed entries).
 Nothing is written and no model is loaded, so it can run in another terminal during a grid.
 
-    state      new        no status.json
-               running    not done, and the process recorded in status.json is alive
-                          (the liveness rule is in gropd/runs/session.py)
-               resumable  not done, and nobody is working on it
-               finished, collapsed   as recorded
-               changed    the run now resolves (with the overrides given to `status`) to another
-                          config hash, or its models changed (pipeline.what_changed): grid/run
-                          would refuse it without --force
-               failed     an exception stopped it (status.json's reason)
-               broken     the run's YAML, or a file of its run directory that `grid` reads (status.json,
-                          config.yaml against its hash, ...: RunDir.check), cannot be read (the reason says why)
+    state      a state of gropd/runs/lifecycle.py (changed: the run resolves, with the overrides given to
+               `status`, to another config hash or other models, so grid/run would refuse it without --force),
+               or broken: the run's YAML, or a file of its run directory that `grid` reads (status.json,
+               config.yaml against its hash, ...: RunDir.check), cannot be read (the reason says why)
     step       last step of metrics.jsonl / train.steps of the recorded config ("-": eval-only run)
     reward, len   the last step's verifier_reward and mean_response_len
     time       running: ETA of the training, the mean of the last 10 steps' time_*_s times the
