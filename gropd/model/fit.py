@@ -229,21 +229,19 @@ def main(argv: list[str] | None = None) -> int:
     from gropd.model.checkpoints import checkpoint_ref, model_config
 
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("label")
-    parser.add_argument("--profile", default="paper")
+    parser.add_argument("label", help="a paper-profile model label (models.yaml)")
     parser.add_argument("--tensor-parallel", type=int, required=True)
     parser.add_argument("--max-model-len", type=int, required=True)
     parser.add_argument("--max-batched-tokens", type=int, default=8192, help="vLLM's server default on an H100")
     parser.add_argument("--fraction", type=float, required=True)
-    parser.add_argument("--dtype", default="bfloat16")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device here: the fit was not checked", file=sys.stderr)
         return 0
-    ref = checkpoint_ref(load_manifests(Path("experiments")), args.profile, args.label)
+    ref = checkpoint_ref(load_manifests(Path("experiments")), "paper", args.label)
     fit = estimate(
         Architecture.of(model_config(ref)),
-        dtype=args.dtype,
+        dtype="bfloat16",  # teacher_server.sh serves --dtype bfloat16
         tensor_parallel=args.tensor_parallel,
         max_model_len=args.max_model_len,
         logit_rows=logit_rows(args.max_batched_tokens, model_runner_v2(os.environ, cuda=True)),
