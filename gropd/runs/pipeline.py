@@ -46,17 +46,12 @@ def load_run(manifests: Manifests, profile: str, run_id: str, overrides: list[st
     return resolve_run(find_run_file(manifests, profile, run_id), profile, manifests, overrides)
 
 
-def open_run_dir(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict[str, Any]:
-    """Make the run's directory and write its config; a run without a status.json gets its first one
-    (identity, status running, step 0). Returns the status."""
-    run_dir.root.mkdir(parents=True, exist_ok=True)
+def open_run_dir(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> None:
+    """Write the run's config (its directory made with it); a run without a status.json gets its first one
+    (identity, status running, step 0)."""
     run_dir.write_config(config_yaml(config))
-    status = run_dir.read_status() or {}
-    if not status:
-        status = run_dir.update_status(
-            **identity(config, manifests), status="running", reason=None, step=0, collapse_step=None
-        )
-    return status
+    if run_dir.read_status() is None:
+        run_dir.update_status(**identity(config, manifests), status="running", reason=None, step=0, collapse_step=None)
 
 
 def planned_state(config: RunConfig, results_root: Path, manifests: Manifests, force: bool = False) -> str:
@@ -127,7 +122,6 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
                 )
             return status
         return evaluate_and_finish(config, manifests, run_dir, status, (0, 1))
-    return status
 
 
 def evaluate(
