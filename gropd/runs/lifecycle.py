@@ -190,24 +190,6 @@ def settings_hash(config_data: dict[str, Any]) -> str:
     return data_hash({key: value for key, value in config_data.items() if key not in NAMING})
 
 
-def find_twin(config: RunConfig, checkpoints: dict[str, str], results_root: Path) -> RunDir | None:
-    """A finished or collapsed run under results_root/<profile>/ with the settings of `config` and the
-    same models (`checkpoints`, as pipeline.checkpoints_of records them); the first by name."""
-    wanted = settings_hash(config.model_dump(mode="json"))
-    for status_path in sorted((results_root / config.profile).glob("*/status.json")):
-        candidate = RunDir(status_path.parent)
-        if candidate.root.name == config.run_id:
-            continue
-        try:
-            status = candidate.read_status() or {}
-            same_models = status.get("checkpoints") == checkpoints
-            if status.get("status") in DONE and same_models and settings_hash(candidate.read_config()) == wanted:
-                return candidate
-        except RunFileError:  # a broken run is nobody's twin; its own run reports it
-            continue
-    return None
-
-
 def _link_or_copy(source: str, target: str) -> None:
     try:
         os.link(source, target)
@@ -230,7 +212,21 @@ def copy_twin(twin: RunDir, run_dir: RunDir, config: RunConfig, identity: dict[s
 
 
 def twin_to_copy(config: RunConfig, state: str, manifests: Manifests, results_root: Path, force: bool) -> RunDir | None:
-    """The finished run whose results a new, unforced run takes instead of training (the twins section)."""
+    """The run whose results a new, unforced run takes instead of training (the twins section): a finished
+    or collapsed run under results_root/<profile>/ with the settings of `config` and the same models
+    (checkpoints_of); the first by name."""
     if force or state != "new":
         return None
-    return find_twin(config, checkpoints_of(config, manifests), results_root)
+    wanted, checkpoints = settings_hash(config.model_dump(mode="json")), checkpoints_of(config, manifests)
+    for status_path in sorted((results_root / config.profile).glob("*/status.json")):
+        candidate = RunDir(status_path.parent)
+        if candidate.root.name == config.run_id:
+            continue
+        try:
+            status = candidate.read_status() or {}
+            same_models = status.get("checkpoints") == checkpoints
+            if status.get("status") in DONE and same_models and settings_hash(candidate.read_config()) == wanted:
+                return candidate
+        except RunFileError:  # a broken run is nobody's twin; its own run reports it
+            continue
+    return None
