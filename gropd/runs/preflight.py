@@ -33,12 +33,6 @@ from gropd.model.fit import (
 from gropd.runs.lifecycle import models_of
 
 
-def require_pinned(config: RunConfig, manifests: Manifests) -> None:
-    """ConfigError (run `pin`) unless every hub model of the run is in experiments/lock.yaml."""
-    for label, _ in models_of(config, manifests).values():
-        checkpoint_ref(manifests, config.profile, label)
-
-
 def require_teacher_server(config: RunConfig, manifests: Manifests) -> None:
     """A run whose teacher is served needs the server's address before anything starts."""
     if config.kind != "train" and config.kind != "score" or config.backend.teacher != "server":
@@ -193,8 +187,9 @@ def preflight(config: RunConfig, manifests: Manifests) -> None:
     launcher started: WORLD_SIZE, FSDP when accelerate launch says so)."""
     import torch
 
-    if config.profile == "paper":
-        require_pinned(config, manifests)
+    if config.profile == "paper":  # every Hub model pinned in experiments/lock.yaml (else a ConfigError: run `pin`)
+        for label, _ in models_of(config, manifests).values():
+            checkpoint_ref(manifests, config.profile, label)
     require_teacher_server(config, manifests)
     require_one_gpu_engines(config)
     if torch.cuda.is_available() and "vllm" in (config.backend.rollout, config.backend.teacher):
