@@ -24,15 +24,18 @@ from collections import Counter
 from pathlib import Path
 
 from gropd.config import ConfigError, Manifests, RunConfig, RunFileError, load_manifests
+from gropd.config.grids import grid_names
 from gropd.model.fit import FitError
 from gropd.model.hardware import GPUNotUsableError
 from gropd.model.optional import MissingDependencyError
 from gropd.record.run_dir import RunDir
 from gropd.record.tracking import check_backends
+from gropd.runs.jobs import run_grid_jobs
 from gropd.runs.lifecycle import changed_error, run_state
 from gropd.runs.pipeline import execute, find_run_file, grid_entries, materialise, planned_state
 from gropd.runs.plan import planned_run, planned_run_id
 from gropd.runs.preflight import preflight
+from gropd.runs.status import format_table, status_rows
 
 EXPERIMENTS = Path("experiments")
 REFUSED = (ConfigError, RunFileError, MissingDependencyError, FitError, GPUNotUsableError)  # exit 2
@@ -56,8 +59,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
     """List every run of the grids with its state, then write their run files (kept when edited): only
     once every run resolves, so a bad profile, seed count or run file writes nothing."""
     manifests = _manifests(args.profile)
-    from gropd.config.grids import grid_names
-
     entries = grid_entries(manifests, args.grid or grid_names(EXPERIMENTS), _seeds(args.seeds))
     configs = [planned_run(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
     states = [run_state(config, args.results, manifests)[1] for config in configs]
@@ -96,8 +97,6 @@ def cmd_grid(args: argparse.Namespace) -> int:
     if not args.dry_run:
         materialise(manifests, args.profile, entries)
     if args.jobs > 1:
-        from gropd.runs.jobs import run_grid_jobs
-
         code = run_grid_jobs(
             configs,
             states,
@@ -142,8 +141,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from gropd.runs.status import format_table, status_rows
-
     manifests = load_manifests(EXPERIMENTS)
     for profile in args.profiles or []:
         manifests.require_profile(profile)
