@@ -97,14 +97,13 @@ def pin(manifests: Manifests, profile: str, lock_path: Path, resolver: Resolver 
         )
     lock = read_lock(lock_path)
     for label, source in models.items():
-        full = resolver("model", source["repo"], str(source["revision"]))
-        _check_extends(
-            full, str(source["revision"]), str(manifests.root / "models.yaml"), f"{profile}.{label}.source.revision"
-        )
-        lock["models"][source["repo"]] = {"short": str(source["revision"]), "full": full}
+        short = str(source["revision"])
+        full = resolver("model", source["repo"], short)
+        _check_extends(full, short, str(manifests.root / "models.yaml"), f"{profile}.{label}.source.revision")
+        lock["models"][source["repo"]] = {"short": short, "full": full}
     for source in datasets:
-        full = resolver("dataset", source["repo"], str(source.get("revision", "main")))
-        lock["datasets"][source["repo"]] = {"requested": str(source.get("revision", "main")), "full": full}
+        repo, requested = source["repo"], str(source.get("revision", "main"))
+        lock["datasets"][repo] = {"requested": requested, "full": resolver("dataset", repo, requested)}
     atomic_write_text(lock_path, yaml.safe_dump(lock, sort_keys=True))
     return lock
 
@@ -139,10 +138,7 @@ def dataset_revision(lock: dict[str, Any], repo: str, requested: str, lock_path:
 def _check_extends(full: str, short: str, file: str, key: str) -> None:
     if len(full) != 40 or not full.startswith(short):
         raise ConfigError(
-            file,
-            key,
-            f"the Hub resolved {short!r} to {full!r}",
-            "a 40-hex commit id starting with the short id",
+            file, key, f"the Hub resolved {short!r} to {full!r}", "a 40-hex commit id starting with the short id"
         )
 
 
