@@ -14,7 +14,9 @@
 #   table6   evaluate the pre-OPD reference models, then Table 6
 #   tables   Tables 3–6 (3–5 straight from the manifests, 6 after its evaluations)
 #   claims   the paper's claims with this profile's evidence and verdicts (reports only: runs nothing)
-#   all      every run and every artefact
+#   all      every run and every artefact of the paper
+#   controls the runs beyond the paper (experiments/TINY.md, round 5; tiny profile: fullkl needs a transformers
+#            teacher): grids baselines (fullkl, constant), collapse and scale, then Table 1 and the claims page
 #   runs     list every run of every grid with its state (finished, resumable, new, …) and write its
 #            editable run file experiments/runs/<profile>/<run_id>.yaml (an edited one is kept)
 #   status   one table of every run: state, step, reward, length, ETA or wall time (from results/;
@@ -72,7 +74,7 @@ ensure_venv() {
 case "$1" in -h|--help|help) usage; exit 0;; esac
 target=$1; shift
 case "$target" in
-  table1|table2|fig1|fig3|fig4|table6|tables|claims|all|runs|status|pin|world|rehearse|test) ;;
+  table1|table2|fig1|fig3|fig4|table6|tables|claims|all|controls|runs|status|pin|world|rehearse|test) ;;
   *) echo "unknown target '$target'" >&2; usage >&2; exit 2;;
 esac
 
@@ -116,7 +118,7 @@ while [ $# -gt 0 ]; do
   given+=("$flag"); shift
 done
 case "$target" in  # the flags each target takes
-  table1|table2|fig1|fig3|fig4|table6|tables|all)
+  table1|table2|fig1|fig3|fig4|table6|tables|all|controls)
     takes="--profile --seeds --jobs --full --dry-run --from-results --results --force key.path=value";;
   claims) takes="--profile --from-results --results";;
   runs) takes="--profile --seeds --results key.path=value";;
@@ -135,7 +137,7 @@ done
 ensure_venv
 export PYTHONUNBUFFERED=1
 py() { .venv/bin/python "$@"; }
-runs_grids=""; case "$target" in table1|table2|fig1|fig3|fig4|table6|tables|all) [ -n "$from_results" ] || runs_grids=1;; esac
+runs_grids=""; case "$target" in table1|table2|fig1|fig3|fig4|table6|tables|all|controls) [ -n "$from_results" ] || runs_grids=1;; esac
 if [ -z "$profile" ] && [[ -n "$runs_grids" || "$target" == claims || "$target" == runs || -n "$from_results" ]]; then
   profile=$(py -m gropd.model.hardware) || exit 2   # paper with CUDA, tiny without a GPU; stops on a GPU node torch cannot use
 fi
@@ -164,6 +166,7 @@ case "$target" in
   claims) report claims;;
   all)    run_grids table6 table1 lambda gamma fig1
           report table1 table2 fig1 fig3 fig4 table3 table4 table5 table6 claims;;
+  controls) run_grids baselines collapse scale; report table1 claims;;
   runs)   gropd runs --profile "$profile" ${seeds:+--seeds "$seeds"} "${passthrough[@]}";;
   status) gropd status ${profile:+--profile "$profile"} "${passthrough[@]}";;
   pin)    gropd pin --profile "${profile:-paper}";;
