@@ -338,6 +338,14 @@ def test_commands_that_run_nothing_do_not_announce_jobs(tmp_path: Path) -> None:
     for args in (["status"], ["runs", "--profile", "tiny", "--seeds", "1"]):
         result = bash(root / "reproduce.sh", *args, cwd=root)
         assert result.returncode == 0 and "--jobs" not in result.stderr, (args, result.stderr)
+    for args in (["claims"], ["table1", "--from-results"]):
+        assert "--jobs" not in refused(root, *args), args
+
+
+def test_a_fresh_clones_from_results_stops_and_points_at_the_committed_runs(tmp_path: Path) -> None:
+    """What a newcomer types first: no table replaced by an empty one, and where the README's runs are."""
+    err = refused(clone(tmp_path), "table1", "--from-results")
+    assert "no finished run of grid table1" in err and "--results results/reference" in err, err
 
 
 def test_generated_files_get_the_umask_mode(tmp_path: Path) -> None:
