@@ -172,10 +172,11 @@ def main(out: str, mode: str) -> None:
         rows = global_minibatch_rows(step) if mode == "single-responses" else local_rows(step, rank, world)
         update_policy(ctx, config, synthetic_rollout(step, rows, model, accelerator.device))
     state = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in model.state_dict().items()}
-    assert max((state[k] - before[k]).abs().max().item() for k in state) > 1e-3  # the updates did move the weights
+    moved = max((state[k] - before[k]).abs().max().item() for k in state)
+    assert moved > 1e-3  # the updates did move the weights
     if accelerator.is_main_process:
         weights = {k.removeprefix("module."): v.detach().cpu() for k, v in state.items()}
-        torch.save({"weights": weights, "reductions": reductions[0]}, out)
+        torch.save({"weights": weights, "reductions": reductions[0], "moved": moved}, out)
 
 
 def end_process_group() -> None:

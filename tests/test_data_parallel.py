@@ -4,7 +4,9 @@ The trainer's assign_prompts + loss weights make each process's micro-batches su
 gradient of the full minibatch; checked under accelerate's DDP and torch's FSDP2 sharding, and
 with more processes than a minibatch has prompts (minibatches partition responses). DDP reduces
 the gradients once per minibatch, not once per micro-batch.
-Tolerance 2e-5 on weights that move by ~4e-2: float32 sums in a different order. And the
+Tolerance: 1/200 of the largest weight change (~4e-2, so ~2e-4): float32 sums in a different order
+differ by 1e-3 to 5e-4 of it (3.8e-5 measured on one AMD EPYC, under 2e-5 on another), while a missed
+reduction or a wrong loss weight moves a weight by a sizeable share of its change. And the
 π_S,old recompute keeps FSDP's collectives in step when the ranks' rows have other lengths.
 """
 
@@ -54,8 +56,8 @@ def run_worker(out: Path, mode: str, timeout: int = 300) -> dict:
 
 
 @pytest.fixture(scope="module")
-def single(tmp_path_factory) -> dict[str, torch.Tensor]:
-    return run_worker(tmp_path_factory.mktemp("dp") / "single.pt", "single")["weights"]
+def single(tmp_path_factory) -> dict:
+    return run_worker(tmp_path_factory.mktemp("dp") / "single.pt", "single")
 
 
 def largest_difference(one: dict[str, torch.Tensor], other: dict[str, torch.Tensor]) -> float:
@@ -63,12 +65,17 @@ def largest_difference(one: dict[str, torch.Tensor], other: dict[str, torch.Tens
     return max((one[k] - other[k]).abs().max().item() for k in one)
 
 
+def same_update(one: dict, other: dict) -> bool:
+    """The two runs' final weights agree within float noise: 1/200 of the largest weight change."""
+    return largest_difference(one["weights"], other["weights"]) < one["moved"] / 200
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["ddp", "fsdp2"])
 def test_two_processes_match_one(single, tmp_path: Path, mode: str) -> None:
     torch.manual_seed(0)
     parallel = run_worker(tmp_path / f"{mode}.pt", mode)
-    assert largest_difference(single, parallel["weights"]) < 2e-5
+    assert same_update(single, parallel)
     # 2 steps x 2 minibatches of 2 micro-batches a rank: one all-reduce (one bucket) per minibatch
     assert parallel["reductions"] == (4 if mode == "ddp" else 0)
 
@@ -81,7 +88,7 @@ def test_four_processes_share_minibatches_of_two_prompts(tmp_path: Path) -> None
     minibatch)."""
     parallel = run_worker(tmp_path / "responses.pt", "responses")
     single = run_worker(tmp_path / "single-responses.pt", "single-responses")
-    assert largest_difference(single["weights"], parallel["weights"]) < 2e-5
+    assert same_update(single, parallel)
     assert parallel["reductions"] == 2 * 4  # 2 steps x 4 minibatches, one micro-batch each
 
 
