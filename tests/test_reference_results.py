@@ -33,3 +33,25 @@ def test_the_readme_numbers_come_from_the_committed_runs(tmp_path: Path) -> None
     assert len(cells) >= 15 and len(intervals) >= 3, (cells, intervals)
     missing = [cell for cell in cells + intervals if cell not in built]
     assert not missing, f"README numbers not rebuilt from results/reference: {missing}"
+
+
+def test_the_second_constant_is_vanilla_opds_own_mean_feedback() -> None:
+    """experiments/TINY.md, round 6: grid `baselines`' smaller c of each matched pairing is the mean over the logged
+    steps of mean_abs_feedback in Table 1's committed OPD runs at seeds 0-2, to three significant digits."""
+    import json
+    import statistics
+
+    from gropd.config.grids import expand_grid, load_grid
+
+    entries = expand_grid(load_grid("baselines", REPO / "experiments"))
+    chosen = {e.values["pairing"]: e.values["constant.c"] for e in entries if "constant.c" in e.values}
+    assert set(chosen) == {"I4nothink-I1.7nothink", "B4-B1.7"}
+    for pairing, c in chosen.items():
+        runs = [f"table1__{pairing}__opd{tail}" for tail in ("", "__seed1", "__seed2")]
+        values = [
+            json.loads(line)["mean_abs_feedback"]
+            for run in runs
+            for line in (REPO / "results" / "reference" / "tiny" / run / "metrics.jsonl").read_text().splitlines()
+        ]
+        assert len(values) == 300
+        assert c == float(f"{statistics.fmean(values):.3g}"), (pairing, c, statistics.fmean(values))
