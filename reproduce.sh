@@ -46,6 +46,7 @@
 #
 # Curves: tensorboard --logdir results/   (every run writes results/<profile>/<run_id>/tracking/)
 set -euo pipefail
+caller=$PWD  # a relative --results is the caller's, not the repository's
 cd "$(dirname "$0")"
 
 # usage: the comment block at the top of this file, up to its first other line (read by
@@ -103,6 +104,7 @@ while [ $# -gt 0 ]; do
       [ -n "$value" ] || die "$flag needs a value ($(expects "$flag"))"
       [[ "$flag" != --seeds && "$flag" != --jobs ]] || [[ "$value" =~ ^[1-9][0-9]*$ ]] ||
         die "$flag $value is not a positive integer (expected $(expects "$flag"))"
+      [[ "$flag" != --results || "$value" == /* ]] || value="$caller/$value"
       case "$flag" in --profile) profile=$value;; --seeds) seeds=$value;; --jobs) jobs=$value;; --results) results=$value;; esac;;
     --full) passthrough+=("eval.questions=null");;
     --dry-run) dry=--dry-run;;
@@ -136,7 +138,20 @@ done
 
 ensure_venv
 export PYTHONUNBUFFERED=1
-py() { .venv/bin/python "$@"; }
+# Python runs as a child that signals reach: bash alone dies of SIGTERM and leaves its child running (a grid
+# orphaned, and a second writer on its runs when the command is run again), and a background child ignores
+# SIGINT; so SIGTERM, SIGINT and SIGHUP are passed on to it as SIGTERM, and it is waited for to the end.
+child=""
+pass_on() { [ -z "$child" ] || kill -TERM "$child" 2>/dev/null || true; }
+trap pass_on TERM INT HUP
+py() {
+  local rc=0
+  .venv/bin/python "$@" 0<&0 & child=$!
+  wait "$child" || rc=$?
+  while kill -0 "$child" 2>/dev/null; do rc=0; wait "$child" || rc=$?; done  # a signal ended the first wait
+  child=""
+  return "$rc"
+}
 runs_grids=""; case "$target" in table1|table2|fig1|fig3|fig4|table6|tables|all|controls) [ -n "$from_results" ] || runs_grids=1;; esac
 if [ -z "$profile" ] && [[ -n "$runs_grids" || "$target" == claims || "$target" == runs || -n "$from_results" ]]; then
   profile=$(py -m gropd.model.hardware) || exit 2   # paper with CUDA, tiny without a GPU; stops on a GPU node torch cannot use

@@ -1,16 +1,20 @@
-"""The file helpers of results/: atomic writes (a temp file beside the target, renamed over it, with the
-mode a plainly created file gets: mkstemp's own is 0600), and JSON-lines files read back with a torn
-last line tolerated."""
+"""The file helpers of results/ and experiments/: atomic writes (a temp file beside the target, renamed over it,
+with the mode a plainly created file gets: mkstemp's own is 0600), JSON-lines files read back with a torn
+last line tolerated, and the one YAML reader every file the project reads goes through (strict: a key given
+twice in one mapping is an error, not a silent last-wins)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 
 def _file_mode() -> int:
@@ -106,3 +110,29 @@ def read_text(path: Path, remedy: str) -> str:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise RunFileError(str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})", remedy) from None
+
+
+class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """yaml.(C)SafeLoader that refuses a repeated key in a mapping, and reads 1e-4 as the float YAML 1.2 (and
+    every user) means, not the string YAML 1.1 makes of it."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark, f"found the key {key!r} twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+SCIENTIFIC = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")  # 1e-4, 2.5E3
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", SCIENTIFIC, list("-+0123456789."))
+
+
+def load_yaml(text: str) -> Any:
+    """The YAML document in `text` (yaml.safe_load's result), with a repeated mapping key refused
+    (yaml.YAMLError naming the key and its line) and 1e-4 read as a float."""
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)

@@ -28,6 +28,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from eval.files import load_yaml
+
 log = logging.getLogger(__name__)
 
 
@@ -96,7 +98,7 @@ def load_suite_manifest(path: str | Path, profile: str) -> dict[str, SuiteSpec]:
     """
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise SuiteError(f"{path}: cannot read suites manifest: {exc}") from exc
     if not isinstance(data, dict) or profile not in data:
@@ -213,7 +215,26 @@ def select_questions(
         if missing:
             raise SuiteError(f"suite '{suite}': ids not in the source: {missing[:10]}")
         found = [by_id[i] for i in ids]
-    return found[first:] if questions is None else found[first : first + questions]
+    end = len(found) if questions is None else first + questions
+    if first >= len(found) or end > len(found):
+        raise SuiteError(
+            f"suite '{suite}': questions {first}..{end - 1} (eval.first_question, eval.questions) run past its "
+            f"{len(found)} questions"
+        )
+    return found[first:end]
+
+
+def question_pool(spec: SuiteSpec) -> int | None:
+    """How many questions the suite offers before eval.first_question and eval.questions cut it, when that is
+    known without loading a Hub dataset: its `ids`, a tiny task's EVAL_POOL, a local JSONL file's lines;
+    None for a Hub dataset (known once loaded: select_questions checks the range then)."""
+    from eval import tiny_tasks
+
+    if spec.ids is not None:
+        return len(spec.ids)
+    if spec.local_jsonl:
+        return len(_jsonl_questions(spec))
+    return tiny_tasks.EVAL_POOL if spec.source.kind == "tiny" else None
 
 
 def count_note(spec: SuiteSpec, used: int) -> str | None:

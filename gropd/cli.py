@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections import Counter
 from pathlib import Path
@@ -29,11 +30,12 @@ from gropd.model.fit import FitError
 from gropd.model.hardware import GPUNotUsableError
 from gropd.model.optional import MissingDependencyError
 from gropd.record.run_dir import RunDir
+from gropd.record.run_lock import check_free
 from gropd.record.tracking import check_backends
 from gropd.runs.jobs import run_grid_jobs
 from gropd.runs.lifecycle import changed_error, run_state
 from gropd.runs.pipeline import execute, find_run_file, grid_entries, materialise, planned_state
-from gropd.runs.plan import planned_run, planned_run_id
+from gropd.runs.plan import check_overrides, planned_run, planned_run_id
 from gropd.runs.preflight import preflight
 from gropd.runs.status import format_table, status_rows
 
@@ -68,11 +70,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def refusal(config: RunConfig, state: str, manifests: Manifests, results: Path) -> Exception | None:
-    """Why `grid` would refuse to start this run (changed, unpinned, no teacher server, a tracker not
-    installed, an engine that does not fit), or None."""
+    """Why `grid` would refuse to start this run (another process writing it, changed, unpinned, no teacher
+    server, a tracker not installed, an engine that does not fit), or None."""
     try:
+        check_free(RunDir.at(results, config.profile, config.run_id).root)
         if state == "changed":
-            raise changed_error(RunDir(results / config.profile / config.run_id), config, manifests)
+            raise changed_error(RunDir.at(results, config.profile, config.run_id), config, manifests)
         preflight(config, manifests)
         check_backends(config.tracking)
     except REFUSED as err:
@@ -152,9 +155,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"no runs under {args.results}/ yet: start one (./reproduce.sh table1), or see the committed ones "
             "with --results results/reference"
         )
-    for profile in args.profiles or with_results:
+    profiles = args.profiles or with_results
+    tables = {p: format_table(status_rows(manifests, p, args.results, args.overrides)) for p in profiles}
+    for profile, table in tables.items():
         print(f"profile {profile} ({args.results / profile}):")
-        print(format_table(status_rows(manifests, profile, args.results, args.overrides)))
+        print(table)
     return 0
 
 
@@ -189,6 +194,13 @@ def cmd_world(args: argparse.Namespace) -> int:
     return 0
 
 
+def require_writable(directory: Path) -> None:
+    """ConfigError (exit 2, nothing written) unless `directory` (or the one it would be made in) is writable."""
+    existing = next(path for path in (directory.absolute(), *directory.absolute().parents) if path.exists())
+    if not os.access(existing, os.W_OK):
+        raise ConfigError("command line", "--results", f"{existing} is not writable", "a directory you can write")
+
+
 def _manifests(profile: str) -> Manifests:
     """The manifests, once `profile` is known to be one of them."""
     manifests = load_manifests(EXPERIMENTS)
@@ -202,6 +214,15 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+MAX_SEEDS = 1000  # --seeds N plans N runs of every grid entry: past this it is a typo, not an experiment
+
+
+def _seed_count(text: str) -> int:
+    if _positive(text) > MAX_SEEDS:
+        raise argparse.ArgumentTypeError(f"{text} seeds: at most {MAX_SEEDS} (each seed is a run of every grid entry)")
+    return int(text)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="gropd", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -212,10 +233,10 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--profile", choices=None, default=None, help="paper or tiny (default: paper with CUDA)")
     runs = sub.add_parser("runs", parents=[common], help="expand grids into run files and list runs with their state")
     runs.add_argument("--grid", action="append")
-    runs.add_argument("--seeds", type=_positive, help="seeds 0..N-1 instead of the grids' own")
+    runs.add_argument("--seeds", type=_seed_count, help="seeds 0..N-1 instead of the grids' own")
     grid = sub.add_parser("grid", parents=[common], help="run every run of one or more grids")
     grid.add_argument("grids", nargs="+")
-    grid.add_argument("--seeds", type=_positive, help="seeds 0..N-1 instead of the grid's own")
+    grid.add_argument("--seeds", type=_seed_count, help="seeds 0..N-1 instead of the grid's own")
     grid.add_argument("--jobs", type=_positive, default=1, help="runs at once, each its own process (default 1)")
     grid.add_argument("--dry-run", action="store_true")
     grid.add_argument("--force", action="store_true")
@@ -243,6 +264,11 @@ def quiet_libraries() -> None:
     transformers.utils.logging.disable_progress_bar()
 
 
+def interrupted(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: a grid stops its runs (gropd/runs/jobs.py), a run ends resumable, its lock released."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     quiet_libraries()
     args, extra = parser().parse_known_args(argv)
@@ -268,13 +294,23 @@ def main(argv: list[str] | None = None) -> int:
         "world": cmd_world,
     }
     try:
+        check_overrides(args.overrides)
         if args.results.exists() and not args.results.is_dir() and args.command != "report":  # (report: its own)
             raise ConfigError("command line", "--results", f"{str(args.results)!r} is a file", "a results directory")
+        if args.command in ("run", "evaluate") or (args.command == "grid" and not args.dry_run):
+            require_writable(args.results / args.profile)
         return handlers[args.command](args)
     except REFUSED as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # a full or vanished filesystem mid-way: one line, not a traceback
+        print(f"error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"interrupted: gropd {args.command} stopped (a run it was on is resumable)", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, interrupted)
     sys.exit(main())

@@ -129,7 +129,7 @@ def write_run(
     metrics: list[dict] | None = None,
     eval_summary: dict | None = None,
     steps: int | None = None,
-    step: int = 0,
+    step: int | None = None,
     collapse_step: int | None = None,
     reason: str | None = None,
     config: dict | None = None,
@@ -146,10 +146,11 @@ def write_run(
     dump(path / "config.yaml", resolved_config)
     status = {
         "run_id": run_id,
+        "profile": profile,
         "config_hash": data_hash(resolved_config),
         "status": state,
         "reason": reason,
-        "step": step,
+        "step": len(metrics or []) if step is None else step,  # as a run records it: its last logged step
         "collapse_step": collapse_step,
         **(fields or {}),
     }

@@ -126,9 +126,10 @@ CLI_REFUSALS = [
     (["report", "table1", "--profile", "foo"], "command line: --profile: 'foo' is not a profile"),
     (["pin", "--profile", "foo"], "command line: --profile: 'foo' is not a profile"),
     (["report", "tableX", "--profile", "tiny"], "command line: report: unknown artefact tableX (expected one of"),
-    (["run", RUN, "--profile", "tiny", "gropd.lam=inf"], "command line: gropd.lam: Input should be a finite number"),
+    (["run", RUN, "--profile", "tiny", "gropd.lam=.inf"], "command line: gropd.lam: Input should be a finite number"),
+    (["run", RUN, "--profile", "tiny", "gropd.lam=inf"], "command line: gropd.lam: Input should be a valid number"),
     (
-        ["run", RUN, "--profile", "tiny", "train.optimizer.lr=inf"],
+        ["run", RUN, "--profile", "tiny", "train.optimizer.lr=.inf"],
         "command line: train.optimizer.lr: Input should be a finite number",
     ),
     (

@@ -46,7 +46,7 @@ def write_run(root: Path, run_id: str, status: dict, metrics: list[dict], config
     run_dir = RunDir(root / "results" / "tiny" / run_id)
     if config is not None:
         run_dir.write_config(config_yaml(config))
-    run_dir.update_status(run_id=run_id, kind="train", **status)
+    run_dir.update_status(run_id=run_id, profile="tiny", kind="train", **status)
     for record in metrics:
         run_dir.append_metrics(record)
     return run_dir
@@ -82,7 +82,7 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     broken.root.mkdir(parents=True)
     broken.status_path.write_text('{"status": "finis')
     orphan = configs["finished"].model_copy(update={"run_id": ORPHAN, "seed": 7})
-    status = {"status": "finished", "config_hash": config_hash(orphan), "wall_s": 5.0}
+    status = {"status": "finished", "config_hash": config_hash(orphan), "step": 1, "wall_s": 5.0}
     write_run(root, ORPHAN, status, [metric(1, 0.5, 20.0, 1)], orphan)
     monkeypatch.chdir(root)
     return root

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ import yaml
 from eval.files import atomic_write_text
 from gropd.config.errors import ConfigError
 from gropd.config.layering import dotted_to_nested, nested_to_dotted, read_yaml
+from gropd.config.schema import SAFE_NAME
 
 GRID_KEYS = {"name", "kind", "seeds", "matrix", "include", "set", "description"}
 IDENTITY_KEYS = ("kind", "pairing", "method", "model", "mode")
@@ -43,6 +46,8 @@ def grid_names(experiments_dir: Path) -> list[str]:
 def load_grid(name: str, experiments_dir: Path) -> dict[str, Any]:
     """Read grids/<name>.yaml, rejecting unknown keys; an unknown grid lists the valid ones."""
     path = experiments_dir / "grids" / f"{name}.yaml"
+    if not re.match(SAFE_NAME, name):
+        raise ConfigError("command line", "grid", f"{name!r} is not a grid name", "one path component: " + SAFE_NAME)
     if not path.exists():
         raise ConfigError(str(path), "", f"no grid named {name!r}", f"one of {', '.join(grid_names(experiments_dir))}")
     grid = read_yaml(path)
@@ -81,8 +86,12 @@ def expand_grid(grid: dict[str, Any], seeds: list[int] | None = None) -> list[Ru
         for seed in seeds if seeds is not None else grid.get("seeds", [0]):
             run_id = _run_id(grid["name"], kind, combo, seed)
             entries.append(RunEntry(run_id=run_id, values={**values, "seed": seed, "run_id": run_id}))
-    ids = [entry.run_id for entry in entries]
-    duplicates = sorted({run_id for run_id in ids if ids.count(run_id) > 1})
+    counts = Counter(entry.run_id for entry in entries)
+    if unsafe := [run_id for run_id in counts if not re.match(SAFE_NAME, run_id)]:
+        raise ConfigError(
+            f"experiments/grids/{grid['name']}.yaml", "", f"makes run id {unsafe[0]!r}", "one path component each"
+        )
+    duplicates = sorted(run_id for run_id, count in counts.items() if count > 1)
     if duplicates:
         raise ConfigError(f"experiments/grids/{grid['name']}.yaml", "", f"expands to duplicate run ids {duplicates}")
     return entries
@@ -130,6 +139,8 @@ def run_file_state(entry: RunEntry, path: Path) -> str:
     "unchanged" and "kept edited" (its body no longer matches its header's digest) are kept."""
     if not path.exists():
         return "absent"
+    if not path.is_file():
+        raise ConfigError(str(path), "", "is not a file", "a run file (YAML), or nothing there")
     header, _, old_body = path.read_bytes().decode("utf-8", "replace").partition("\n")
     old_digest = header.rsplit("body-sha256: ", 1)[-1].strip()
     if _digest(old_body) != old_digest:

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from eval.files import load_yaml
 from gropd.config.errors import ConfigError
 
 Origins = dict[str, str]
@@ -20,9 +21,11 @@ Origins = dict[str, str]
 def read_yaml(path: Path) -> dict[str, Any]:
     """Read a YAML mapping; an empty file is {}; anything else is a ConfigError naming the file."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except FileNotFoundError:
         raise ConfigError(str(path), "", "file not found") from None
+    except OSError as err:  # a directory, a file without read permission, ...
+        raise ConfigError(str(path), "", f"cannot be read ({err.strerror})", "a YAML file") from None
     except UnicodeDecodeError as err:
         raise ConfigError(str(path), "", f"not UTF-8 text ({err.reason} at byte {err.start})") from None
     except yaml.YAMLError as err:
@@ -79,16 +82,22 @@ def leaf_paths(value: Any, path: str) -> list[str]:
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """["train.steps=5", "gropd.lam=0.25"] -> flat {"train.steps": 5, "gropd.lam": 0.25}; values parse as YAML."""
+    """["train.steps=5", "gropd.lam=0.25"] -> flat {"train.steps": 5, "gropd.lam": 0.25}; values parse as YAML
+    (eval.files.load_yaml). A key given twice, or inside another one given (gropd=... and gropd.lam=...), is
+    refused as a repeated flag is: which one was meant is not for us to guess."""
     flat: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key or any(not part for part in key.split(".")):
             raise ConfigError("command line", item, "not an override", "key.path=value")
+        if clash := next((k for k in flat if f"{key}.".startswith(f"{k}.") or k.startswith(f"{key}.")), None):
+            given = "given twice" if clash == key else f"given together with {clash}"
+            raise ConfigError("command line", key, given, "each setting once")
         try:
-            flat[key] = yaml.safe_load(raw) if raw != "" else ""
-        except yaml.YAMLError:
-            raise ConfigError("command line", key, f"value {raw!r} is not valid YAML") from None
+            flat[key] = load_yaml(raw) if raw != "" else ""
+        except yaml.YAMLError as err:
+            problem = getattr(err, "problem", None) or err
+            raise ConfigError("command line", key, f"value {raw!r} is not valid YAML ({problem})") from None
     return flat
 
 

@@ -8,19 +8,29 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from eval.suites import HubSource
 
 
 class Strict(BaseModel):
-    """Unknown keys refused; floats finite (inf and nan refused: validation only, model_dump unchanged)."""
+    """Unknown keys refused; values of their own type (strict: no `true` for a count or a number, no 1 for a
+    boolean, no number for a name); floats finite (inf and nan refused: validation only, model_dump unchanged)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+MethodName = Literal["gropd", "opd", "raw", "constant", "fullkl"]  # the credit rules of gropd/credit.py
+SEED_MAX = 2**32 - 1  # numpy's and torch's seeds are unsigned 32-bit
+SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$"  # one path component: no '/', never '.' or '..' (results/<profile>/<id>)
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
+Beta = Annotated[float, Field(ge=0, lt=1)]
 
 
 class OptimizerSettings(Strict):
     name: Literal["adamw"] = "adamw"
     lr: float = Field(gt=0)
-    betas: tuple[float, float] = (0.9, 0.999)
+    betas: Annotated[tuple[Beta, Beta], Field(strict=False)] = (0.9, 0.999)  # a YAML list is the tuple
     weight_decay: float = Field(ge=0, default=0.0)
     eps: float = Field(gt=0, default=1e-8)
 
@@ -34,9 +44,35 @@ class ScheduleSettings(Strict):
     min_lr_ratio: float = Field(ge=0, le=1, default=0.0)
 
 
+class TinyPrompts(Strict):
+    """The tiny world's training pool (gropd/train/prompts.py): `per_task` questions of each of `tasks`."""
+
+    kind: Literal["tiny"]
+    per_task: int = Field(ge=1, default=1000)
+    seed: Seed = 0
+    tasks: list[str] | None = Field(default=None, min_length=1)
+
+
 class PromptPool(Strict):
+    """`source`: a TinyPrompts or a Hub record (eval.suites.HubSource), checked as one but kept as written (the
+    config hash reads it as given)."""
+
     split: str = "train"
     source: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, source: dict[str, Any]) -> dict[str, Any]:
+        model = {"tiny": TinyPrompts, "hub": HubSource}.get(source.get("kind"))
+        if model is None:
+            raise ValueError(f"source.kind {source.get('kind')!r} is not a prompt source (expected tiny or hub)")
+        try:
+            model.model_validate(source)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(["source", *map(str, first["loc"])])
+            raise ValueError(f"{where}: {first['msg']} (got {first.get('input')!r})") from None
+        return source
 
 
 class TrainSettings(Strict):
@@ -128,8 +164,8 @@ class EvalSettings(Strict):
     first_question: int = Field(default=0, ge=0)  # questions [first_question, first_question + questions) of each suite
     questions: int | None = Field(default=None, ge=1)
     batch_prompts: int = Field(ge=1)
-    seed: int = 0
-    suites: list[str] | None = None
+    seed: Seed = 0
+    suites: list[str] | None = Field(default=None, min_length=1)  # null: every suite of the profile
     k: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
     sampling: dict[Literal["default", "think", "nothink"], SamplingBlock]
 
@@ -176,13 +212,13 @@ class RunConfig(Strict):
     scored under the teacher and graded, nothing updated (checked with the manifests in
     `gropd.config.resolve`)."""
 
-    run_id: str
-    profile: str
+    run_id: str = Field(pattern=SAFE_NAME)
+    profile: str = Field(pattern=SAFE_NAME)
     kind: Literal["train", "eval", "score"] = "train"
-    grid: str | None = None
-    seed: int = 0
+    grid: str | None = Field(default=None, pattern=SAFE_NAME)
+    seed: Seed = 0
     pairing: str | None = None
-    method: Literal["gropd", "opd", "raw", "constant", "fullkl"] | None = None
+    method: MethodName | None = None
     model: str | None = None
     mode: Literal["default", "think", "nothink"] | None = None
     train: TrainSettings
@@ -196,3 +232,18 @@ class RunConfig(Strict):
     prompt: PromptSettings
     backend: BackendSettings
     tracking: TrackingSettings = TrackingSettings()
+
+
+def is_config_key(dotted: str) -> bool:
+    """Whether `dotted` (e.g. "gropd.lam", "eval.k.add") names a key of RunConfig: each part a field of the section
+    before it, any key below a free-form mapping (eval.k, train.prompts.source)."""
+    model: Any = RunConfig
+    for part in dotted.split("."):
+        if model is None:
+            return True  # inside a mapping the schema leaves open
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return False
+        annotation = field.annotation
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    return True

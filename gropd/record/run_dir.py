@@ -15,14 +15,25 @@ crash): it is dropped, with a note on stderr.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from eval.files import RunFileError, append_jsonl, atomic_write_json, atomic_write_text, read_jsonl, read_text
+from eval.files import (
+    RunFileError,
+    append_jsonl,
+    atomic_write_json,
+    atomic_write_text,
+    load_yaml,
+    read_jsonl,
+    read_text,
+)
+from gropd.config.errors import ConfigError
 from gropd.config.resolve import data_hash
+from gropd.config.schema import SAFE_NAME
 
 STATES = ("running", "trained", "finished", "collapsed", "failed")
 DONE = ("finished", "collapsed")  # the states a run ends in: not redone
@@ -48,6 +59,15 @@ def _read_json(path: Path, remedy: str) -> Any:
 
 
 class RunDir:
+    @classmethod
+    def at(cls, results_root: Path, profile: str, run_id: str) -> RunDir:
+        """results_root/<profile>/<run_id>/, the one way a run's directory is named from its identity: both names
+        single path components (schema.SAFE_NAME), so nothing a run writes or --force deletes is outside it."""
+        for key, name in (("profile", profile), ("run_id", run_id)):
+            if not re.match(SAFE_NAME, name):
+                raise ConfigError(str(results_root), key, f"{name!r} is not one path component", SAFE_NAME)
+        return cls(results_root / profile / run_id)
+
     def __init__(self, root: Path):
         self.root = root
         self.config_path = root / "config.yaml"
@@ -100,7 +120,7 @@ class RunDir:
         if not self.config_path.exists():
             raise RunFileError(str(self.config_path), "missing", self.remedy)
         try:
-            config = yaml.safe_load(read_text(self.config_path, self.remedy))
+            config = load_yaml(read_text(self.config_path, self.remedy))
         except yaml.YAMLError as exc:
             raise RunFileError(str(self.config_path), f"not valid YAML ({exc})", self.remedy) from None
         if not isinstance(config, dict):
@@ -131,6 +151,29 @@ class RunDir:
         if state in ("running", "trained"):
             for path in sorted(self.eval_dir.glob("*.jsonl")):
                 read_jsonl(path, f"delete {path} (its suite is evaluated again)", note=False)
+
+    def record_problem(
+        self, status: dict[str, Any], config: dict[str, Any], metrics: list[dict[str, Any]]
+    ) -> str | None:
+        """Why the record of a run whose training ended cannot be believed, None when it can: status.json and
+        config.yaml name the run and profile of the directory they are in (results/<profile>/<run_id>/), and a
+        train or score run's metrics.jsonl holds steps 1..N once each, in order, N its status's step. A reader
+        shows such a run as missing, never as a number."""
+        place = {"profile": self.root.parent.name, "run_id": self.root.name}
+        for name, record in (("status.json", status), ("config.yaml", config)):
+            for key, want in place.items():
+                if record.get(key) != want:
+                    return f"{name} says {key} {record.get(key)!r}, but it is in {self.root}"
+        if config.get("kind") not in ("train", "score") or status["status"] not in (*DONE, "trained"):
+            return None
+        steps, last = [record["step"] for record in metrics], status.get("step")
+        if steps != list(range(1, len(steps) + 1)):
+            repeated = sorted({step for step in steps if steps.count(step) > 1})
+            what = f"steps {repeated[:5]} more than once" if repeated else "steps out of order or with gaps"
+            return f"{self.metrics_path.name} has {what} ({len(steps)} records)"
+        if len(steps) != last:
+            return f"{self.metrics_path.name} ends at step {len(steps)}, but status.json at step {last} (cut short?)"
+        return None
 
     # ------------------------------------------------------------------------- metrics and summary
 

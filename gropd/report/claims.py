@@ -81,7 +81,10 @@ def distillation_rule(ev: Evidence, claim: ClaimSettings) -> Section:
         record = ev.manifests.pairings[s.pairing]
         (student, student_text), (teacher, teacher_text) = pre(record["student"]), pre(record["teacher"])
         values, collapsed, miss = macros(ev, s)
-        verdict = verdicts.distillation(student, teacher, values, collapsed)
+        sides = [
+            ref for side in ("student", "teacher") if (ref := refs.get((record[side]["model"], record[side]["mode"])))
+        ]
+        verdict = broken(s, *sides) or verdicts.distillation(student, teacher, values, collapsed)
         cells[f"{ev.title(s.pairing)}, {s.label}"] = verdict
         lift = t_interval([v - student for v in values.values()]).text() if values and student is not None else "—"
         row = [student_text, teacher_text, text(values, collapsed), lift, verdict.outcome]
@@ -91,6 +94,13 @@ def distillation_rule(ev: Evidence, claim: ClaimSettings) -> Section:
     header = ["pairing", "method", "student pre-OPD", "teacher", "trained student", "lift [95% t]", "verdict"]
     intro = f"Macro Avg@K (%); pre-OPD rows from grid {', '.join(claim.grids[1:])}, trained rows from {claim.grids[0]}."
     return Section([(intro, header, rows)], cells, runs, lines)
+
+
+def broken(*settings: Setting) -> Verdict | None:
+    """NOT_TESTED when a seed of these settings has a record that cannot be believed (RunDir.record_problem): a
+    verdict is refused, not made from the other seeds, which could be any subset a damaged file leaves."""
+    ids = [run.run_id for s in settings for run in s.seeds().values() if run.state == "broken"]
+    return Verdict(NOT_TESTED, f"the record of {', '.join(ids)} is broken (see Missing)") if ids else None
 
 
 def describe(selector: dict[str, Any]) -> str:
@@ -114,7 +124,8 @@ def beats_rule(ev: Evidence, claim: ClaimSettings) -> Section:
     rows, cells, lines, runs, names = [], {}, [], [], tuple(map(describe, claim.compare))
     for first, second in chosen(ev, claim):
         (a, a_collapsed, miss_a), (b, b_collapsed, miss_b) = macros(ev, first), macros(ev, second)
-        verdict = cells[ev.title(first.pairing)] = verdicts.beats(a, a_collapsed, b, b_collapsed, names)
+        verdict = broken(first, second) or verdicts.beats(a, a_collapsed, b, b_collapsed, names)
+        cells[ev.title(first.pairing)] = verdict
         interval = paired(a, b)
         shown = ["—", "—"] if interval is None else [interval.text(), comparison(interval, names)]
         compared = f"{first.label} vs {second.label}"
@@ -154,7 +165,8 @@ def contrast_section(
             runs += s.runs
         bad_flags = [flag for s in bad for flag in flags[s.label]]
         good_flags = {s.label: flags[s.label] for s in good}
-        verdict = cells[name] = verdicts.contrast(bad_flags, good_flags, " / ".join(s.label for s in bad))
+        verdict = broken(*bad, *good) or verdicts.contrast(bad_flags, good_flags, " / ".join(s.label for s in bad))
+        cells[name] = verdict
         lines += lacking(ev, claim, bad + good) if verdict.outcome == NOT_TESTED else []
     header = ["pairing", "setting", "seed", "state", "length, first → last 10%", "reward, first → last 10%"]
     header += ["Pearson(S, length)", "final Macro", "unstable?"]
@@ -200,7 +212,8 @@ def pressure_rule(ev: Evidence, claim: ClaimSettings) -> Section:
             pairs.append([name, "—" if interval is None else interval.text(), "not judged"])
             continue
         pairs.append([name, interval.text(), comparison(interval, names)])
-        cells[name] = Verdict("reproduced" if interval.call > 0 else "not reproduced", comparison(interval, names))
+        judged = Verdict("reproduced" if interval.call > 0 else "not reproduced", comparison(interval, names))
+        cells[name] = broken(c, m) or judged
     if not cells:
         cells = {"every pair": Verdict(NOT_TESTED, f"no cross-pattern and matched setting share ≥ {MIN_SEEDS} seeds")}
         lines += lacking(ev, claim, settings)

@@ -95,11 +95,14 @@ class Run:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     horizon: dict[str, Any] | None = None
     unresolved: str = ""  # why a run not started cannot run in this profile
+    broken: str = ""  # why its record cannot be believed (RunDir.record_problem): shown missing, never a number
 
     run_id = property(lambda self: self.entry.run_id)
     grid = property(lambda self: str(self.entry.values["grid"]))
     seed = property(lambda self: int(self.config.get("seed", 0)))
-    state = property(lambda self: "not run" if self.status is None else str(self.status["status"]))
+    state = property(
+        lambda self: "not run" if self.status is None else "broken" if self.broken else str(self.status["status"])
+    )
 
     # of twin runs of one seed, the one that speaks for it: the furthest along, then the original over a copy
     preference = property(lambda self: (RANK.get(self.state, 0), "copied_from" not in (self.status or {})))
@@ -115,6 +118,7 @@ class Run:
             "trained": "trained, evaluation not finished",
             "collapsed": f"collapsed at step {status.get('collapse_step')}{reason}",
             "failed": f"failed{reason}",
+            "broken": f"broken record: {self.broken}",
             "not run": "not run" + (f"; it cannot run in this profile: {self.unresolved}" if self.unresolved else ""),
         }.get(self.state, self.state)
 
@@ -242,8 +246,9 @@ class Evidence:
                 return Run(entry, path, None, dotted_to_nested(entry.values), unresolved=str(err))
             return Run(entry, path, None, config.model_dump(mode="json"))
         run_dir.check(status)
-        files = (run_dir.read_config(), run_dir.read_summary(), run_dir.read_metrics(), run_dir.read_horizon())
-        return Run(entry, path, status, *files)
+        config, summary, metrics = run_dir.read_config(), run_dir.read_summary(), run_dir.read_metrics()
+        broken = run_dir.record_problem(status, config, metrics) or ""
+        return Run(entry, path, status, config, summary, metrics, run_dir.read_horizon(), broken=broken)
 
     @cached_property
     def all_settings(self) -> list[Setting]:

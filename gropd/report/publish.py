@@ -1,22 +1,36 @@
-"""Publishing: every artefact of a build is made in memory first, then written into place, so a failure
-(a broken run file, an artefact without results) leaves paper_figures/ as it was. Each artefact gets a
-`<name>.provenance.json` sidecar: the results directory, the runs read (id, state, config hash), the
-manifests' digests, the settings, the files and the same Missing lines the artefact shows."""
+"""Publishing: every artefact of a build is made in memory first, then the whole set is written beside the
+published one and swapped in by one rename, so a failure at any point (a broken run file, an artefact without
+results, a full disk, a kill) leaves the previous set whole. Each artefact gets a `<name>.provenance.json`
+sidecar: the results directory, the runs read (id, state, config hash), the manifests' digests, the settings,
+the files and the same Missing lines the artefact shows.
+
+    paper_figures/<profile>            a symbolic link to the published set, replaced atomically (rename(2))
+    paper_figures/.<profile>.<random>/  a set: the previous set's files, this build's written over them
+
+A set is staged in full (each file written and synced), then the link is renamed over the old one; the old
+set and any set a killed build left behind are removed afterwards. A `<profile>` that is still a plain
+directory (made before sets existed) is moved into a set once, first."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from eval.files import atomic_write_with
+from filelock import FileLock
+
+from eval.files import FILE_MODE, atomic_write_with
 from gropd.config.errors import ConfigError
 from gropd.record.run_dir import DONE
 from gropd.report.evidence import Evidence, Run
 
 RECORDED = ("config_hash", "updated")  # what the sidecar records of each run's status.json
+PUBLISH_WAIT_S = 600  # a second build of the same set waits this long for the first to publish
 
 
 @dataclass
@@ -69,12 +83,44 @@ def provenance(ev: Evidence, artefact: Artefact) -> str:
 
 
 def publish(ev: Evidence, artefacts: list[Artefact], out_dir: Path) -> list[Path]:
-    """Check every artefact has results, then write every file (each atomically); returns the paths."""
+    """Check every artefact has results, then publish every file as one set (swap_in); returns the paths."""
     for artefact in artefacts:
         require_results(ev, artefact)
     files = {name: data for a in artefacts for name, data in a.files.items()}
     files |= {f"{a.name}.provenance.json": provenance(ev, a) for a in artefacts}
-    for name, data in files.items():
-        raw = data if isinstance(data, bytes) else data.encode()
-        atomic_write_with(out_dir / name, lambda tmp, raw=raw: Path(tmp).write_bytes(raw))
+    swap_in(out_dir, {name: data if isinstance(data, bytes) else data.encode() for name, data in files.items()})
     return [out_dir / name for name in files]
+
+
+def swap_in(out_dir: Path, files: dict[str, bytes]) -> None:
+    """Make `files` part of the set published at `out_dir` (the module docstring): staged whole, then one rename."""
+    parent, name = out_dir.parent, out_dir.name
+    parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(parent / f".{name}-publish.lock", timeout=PUBLISH_WAIT_S):  # one publisher of a set at a time
+        _swap_in(out_dir, files)
+
+
+def _swap_in(out_dir: Path, files: dict[str, bytes]) -> None:
+    parent, name = out_dir.parent, out_dir.name
+    if out_dir.is_dir() and not out_dir.is_symlink():  # a plain directory from before sets: moved aside, linked
+        out_dir.rename(Path(tempfile.mkdtemp(dir=parent, prefix=f".{name}.plain-")))
+    plain = sorted(parent.glob(f".{name}.plain-*"))
+    if plain and not out_dir.is_symlink():  # (a kill between the move and the link leaves it unlinked)
+        out_dir.symlink_to(plain[-1].name)
+    previous = out_dir.resolve() if out_dir.is_symlink() else None
+    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{name}."))
+    try:
+        staging.chmod(FILE_MODE | (FILE_MODE & 0o444) >> 2)  # a directory: searchable where readable
+        if previous is not None:
+            shutil.copytree(previous, staging, dirs_exist_ok=True, ignore=lambda d, names: set(names) & set(files))
+        for file, data in files.items():
+            atomic_write_with(staging / file, lambda tmp, data=data: Path(tmp).write_bytes(data))
+        link = Path(f"{staging}.link")
+        link.symlink_to(staging.name)
+        os.replace(link, out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    for left in parent.glob(f".{name}.*"):  # the previous set, and any a killed build left behind
+        if left != staging:
+            shutil.rmtree(left) if left.is_dir() and not left.is_symlink() else left.unlink()

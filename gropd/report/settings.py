@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from gropd.config.errors import ConfigError
 from gropd.config.layering import read_yaml
-from gropd.config.schema import Strict
+from gropd.config.schema import MethodName, Strict, is_config_key
 
 
 class Fig1Settings(Strict):
@@ -44,6 +44,20 @@ class ClaimSettings(Strict):
     grids: list[str]
     pairings: Literal["all", "matched", "cross", "matched-nothink"] = "all"
     compare: list[dict[str, Any]] = [{"method": "gropd"}, {"method": "opd"}]  # first, second: config values (dotted)
+
+    @field_validator("compare")
+    @classmethod
+    def _known_selectors(cls, compare: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Two selectors of config keys a run has, a method by one of its names: a typo is an error, never a
+        setting no run matches (which would leave the claim silently "not tested")."""
+        if len(compare) != 2:
+            raise ValueError(f"{len(compare)} settings (expected two: the first and the second)")
+        for selector in compare:
+            if unknown := [key for key in selector if not is_config_key(key)]:
+                raise ValueError(f"{unknown[0]!r} is not a config key (e.g. method, gropd.lam, train.steps)")
+            if "method" in selector and selector["method"] not in get_args(MethodName):
+                raise ValueError(f"method {selector['method']!r} is not one of {', '.join(get_args(MethodName))}")
+        return compare
 
 
 class Table2Reference(Strict):
@@ -84,4 +98,5 @@ def load_settings(path: Path) -> ReportSettings:
         return ReportSettings.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
-        raise ConfigError(str(path), ".".join(str(part) for part in first["loc"]), first["msg"]) from None
+        problem = first["msg"].removeprefix("Value error, ")
+        raise ConfigError(str(path), ".".join(str(part) for part in first["loc"]), problem) from None

@@ -135,7 +135,7 @@ def outcome(job: Job, results_root: Path, profile: str) -> str:
     if job.returncode:
         return f"failed (exit {job.returncode})"
     try:
-        status = RunDir(results_root / profile / job.run_id).read_status() or {}
+        status = RunDir.at(results_root, profile, job.run_id).read_status() or {}
     except RunFileError as err:
         return f"exited 0, but {err}"
     return str(status.get("status", "done"))

@@ -85,7 +85,7 @@ def run_state(config: RunConfig, results_root: Path, manifests: Manifests | None
 
     A broken file that carrying the run on would read raises RunFileError (RunDir.check).
     """
-    run_dir = RunDir(results_root / config.profile / config.run_id)
+    run_dir = RunDir.at(results_root, config.profile, config.run_id)
     status = run_dir.read_status()
     if status is None:
         return run_dir, "new"
@@ -139,7 +139,7 @@ def with_threads(config: RunConfig, threads: int | None) -> RunConfig:
 def keep_started_threads(config: RunConfig, results_root: Path) -> RunConfig:
     """`config` with the thread count its run started with, when that is the only difference from
     the recorded run; `config` unchanged otherwise (new run, other changes, unreadable files)."""
-    run_dir = RunDir(results_root / config.profile / config.run_id)
+    run_dir = RunDir.at(results_root, config.profile, config.run_id)
     try:
         recorded_hash = (run_dir.read_status() or {}).get("config_hash")
         recorded = run_dir.read_config()["backend"]["threads"]

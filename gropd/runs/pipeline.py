@@ -20,6 +20,7 @@ from typing import Any
 from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_yaml, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_entry, load_grid, write_run_file
 from gropd.record.run_dir import DONE, RunDir
+from gropd.record.run_lock import hold_run
 from gropd.record.tracking import check_backends, log_evaluation
 from gropd.runs.lifecycle import changed_error, checkpoints_of, copy_twin, run_state, twin_to_copy
 from gropd.runs.session import Ranks, run_session
@@ -77,8 +78,16 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
     ranks = Ranks.of(config)
     if config.kind == "train":
         rank_share(config.train, ranks.world)
+    root = RunDir.at(results_root, config.profile, config.run_id).root
+    with hold_run(root, held=ranks.main):  # one writer per run (gropd/record/run_lock.py), before anything
+        return _execute(config, manifests, results_root, force, ranks, root)
+
+
+def _execute(
+    config: RunConfig, manifests: Manifests, results_root: Path, force: bool, ranks: Ranks, root: Path
+) -> dict[str, Any]:
     if force and ranks.main:
-        shutil.rmtree(results_root / config.profile / config.run_id, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
     ranks.meet()
     run_dir, state = run_state(config, results_root, manifests)
     ranks.meet()
@@ -129,7 +138,14 @@ def evaluate(
 ) -> dict[str, Any]:
     """`gropd.cli evaluate`: evaluate a run whose training has ended (or an eval run that `run` opened),
     this process being shard (rank, world) (gropd/runs/evaluation.py: claim_shard). Shards meet only
-    through their files (eval/shards.py); rank 0 records the run finished."""
+    through their files (eval/shards.py); rank 0 records the run finished. Each shard holds a lock of its own
+    (shard 0 the run's), taken before it reads the run's state."""
+    role = "" if shard[0] == 0 else f"shard{shard[0]}"
+    with hold_run(RunDir.at(results_root, config.profile, config.run_id).root, role=role):
+        return _evaluate(config, manifests, results_root, shard)
+
+
+def _evaluate(config: RunConfig, manifests: Manifests, results_root: Path, shard: tuple[int, int]) -> dict[str, Any]:
     run_dir, state = run_state(config, results_root, manifests)
     status = run_dir.read_status() or {}
     if state in DONE:

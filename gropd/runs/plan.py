@@ -11,9 +11,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gropd.config import Manifests, RunConfig, resolve_run
-from gropd.config.grids import RunEntry, grid_entry, run_file_state
+from gropd.config import ConfigError, Manifests, RunConfig, resolve_run
+from gropd.config.grids import IDENTITY_KEYS, RunEntry, grid_entry, run_file_state
+from gropd.config.layering import parse_overrides
 from gropd.runs.lifecycle import run_threads
+
+RUN_IDENTITY = ("run_id", "profile", "grid", "seed", *IDENTITY_KEYS)  # what a run is; its plan fixes it
+
+
+def check_overrides(overrides: list[str]) -> None:
+    """Command-line `key.path=value` settings, before anything: each well formed and given once
+    (layering.parse_overrides), none of them part of a run's identity (RUN_IDENTITY): an override changes a
+    run's settings, never which run it is, so a grid's run ids keep meaning what they name."""
+    for key in parse_overrides(overrides):
+        if key.split(".")[0] in RUN_IDENTITY:
+            raise ConfigError(
+                "command line",
+                key,
+                "an override cannot change which run a run is (its run id, profile, grid, seed, kind, pairing, "
+                "method, model or mode)",
+                "another run: a run file of your own (experiments/runs/<profile>/<run_id>.yaml, e.g. a copy of one "
+                "`./reproduce.sh runs` writes, with its run_id set to its file name), an entry in a grid of "
+                "experiments/grids/, or --seeds N for seeds 0..N-1",
+            )
 
 
 def run_file_path(manifests: Manifests, profile: str, run_id: str) -> Path:

@@ -12,6 +12,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from eval.suites import SuiteError, load_suite_manifest, question_pool
 from gropd.config.errors import ConfigError
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
@@ -30,6 +31,7 @@ from gropd.model.fit import (
     require_fit,
     trainer_memory,
 )
+from gropd.runs.evaluation import suites_for
 from gropd.runs.lifecycle import models_of
 
 
@@ -46,6 +48,42 @@ def require_teacher_server(config: RunConfig, manifests: Manifests) -> None:
             f"http://HOST:PORT of `experiments/launch/teacher_server.sh {label}` started first on a GPU node "
             "(pass backend.teacher_url=..., or TEACHER_URL=... to experiments/launch/slurm_run.sbatch)",
         )
+
+
+def require_device(config: RunConfig, cuda: bool) -> None:
+    """backend.device: cuda needs a GPU torch can use here (else the run would stop at its first tensor, or at
+    its evaluation after training)."""
+    if config.backend.device == "cuda" and not cuda:
+        raise ConfigError(
+            f"run {config.run_id}",
+            "backend.device",
+            "cuda, but torch sees no CUDA device on this machine",
+            "cpu or auto here, or run it on a GPU node",
+        )
+
+
+def require_question_range(config: RunConfig, manifests: Manifests) -> None:
+    """eval.first_question and eval.questions inside every suite the run evaluates: from the suite's pool where
+    it is known without loading (eval.suites.question_pool), else, when the range is not the whole suite, by
+    loading the suite now (a Hub dataset: from the cache or the Hub) rather than after training."""
+    specs = load_suite_manifest(manifests.root / "suites.yaml", config.profile)
+    first, count = config.eval.first_question, config.eval.questions
+    names = config.eval.suites or list(specs)
+    if (first or count is not None) and any(question_pool(specs[name]) is None for name in names):
+        try:
+            suites_for(config, manifests)
+        except SuiteError as err:
+            raise ConfigError(f"run {config.run_id}", "eval.first_question / eval.questions", str(err)) from None
+    for name in names:
+        pool = question_pool(specs[name])
+        if pool is not None and (first >= pool or (count is not None and first + count > pool)):
+            end = pool if count is None else first + count
+            raise ConfigError(
+                f"run {config.run_id}",
+                "eval.first_question / eval.questions",
+                f"questions {first}..{end - 1} of suite {name}, which has {pool}",
+                f"a range inside 0..{pool - 1}",
+            )
 
 
 def require_one_gpu_engines(config: RunConfig) -> None:
@@ -192,6 +230,8 @@ def preflight(config: RunConfig, manifests: Manifests) -> None:
             checkpoint_ref(manifests, config.profile, label)
     require_teacher_server(config, manifests)
     require_one_gpu_engines(config)
+    require_device(config, torch.cuda.is_available())
+    require_question_range(config, manifests)
     if torch.cuda.is_available() and "vllm" in (config.backend.rollout, config.backend.teacher):
         require_fits(
             config,

@@ -7,7 +7,8 @@ Nothing is written and no model is loaded, so it can run in another terminal dur
     state      a state of gropd/runs/lifecycle.py (changed: the run resolves, with the overrides given to
                `status`, to another config hash or other models, so grid/run would refuse it without --force),
                or broken: the run's YAML, or a file of its run directory that `grid` reads (status.json,
-               config.yaml against its hash, ...: RunDir.check), cannot be read (the reason says why)
+               config.yaml against its hash, ...: RunDir.check), cannot be read, or its record cannot be believed
+               (misplaced, metrics cut short or repeated: RunDir.record_problem; reports leave it out)
     step       last step of metrics.jsonl / train.steps of the recorded config ("-": eval-only run)
     reward, len   the last step's verifier_reward and mean_response_len
     time       running: ETA of the training, the mean of the last 10 steps' time_*_s times the
@@ -52,9 +53,11 @@ def status_rows(manifests: Manifests, profile: str, results_root: Path, override
         try:
             config = planned_run(manifests, profile, entry, overrides, results_root)
         except (ConfigError, RunFileError) as err:
+            if isinstance(err, ConfigError) and err.file == "command line":  # the overrides given to status
+                raise
             rows.append(StatusRow(entry.run_id, "broken", reason=str(err)))
             continue
-        rows.append(run_row(RunDir(results_root / profile / entry.run_id), config, manifests))
+        rows.append(run_row(RunDir.at(results_root, profile, entry.run_id), config, manifests))
     profile_dir = results_root / profile
     others = sorted(p for p in profile_dir.glob("*/status.json") if p.parent.name not in seen)
     rows += [run_row(RunDir(path.parent), None, None) for path in others]
@@ -75,6 +78,8 @@ def run_row(run_dir: RunDir, config: RunConfig | None, manifests: Manifests | No
     if status is None:
         return StatusRow(run_id, "new")
     metrics = _metrics(run_dir)
+    if not changed and (problem := run_dir.record_problem(status, run_dir.read_config(), metrics)):
+        return StatusRow(run_id, "broken", reason=f"{run_dir.root}: {problem}")  # what a report would leave out
     steps = _recorded_steps(run_dir, config)
     kind = status.get("kind", "train")
     last = metrics[-1] if metrics else {}

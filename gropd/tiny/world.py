@@ -41,10 +41,10 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
-import yaml
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, Qwen3ForCausalLM
 
 from eval import tiny_tasks
+from eval.files import load_yaml
 from gropd.templates import render_prompt, stop_token_ids
 from gropd.tiny.sft import ModelShape, SFTSettings, build_model, make_examples, sft_train
 from gropd.tiny.tokenizer import build_tokenizer
@@ -237,7 +237,7 @@ def find_built_label(root: Path, key: str) -> tuple[Path, dict] | None:
 
 def load_recipe(path: Path) -> tuple[Recipe, str]:
     """The typed recipe at `path` and its full hash."""
-    data = yaml.safe_load(Path(path).read_text())
+    data = load_yaml(Path(path).read_text())
     return parse_recipe(data, str(path)), recipe_hash(data)
 
 

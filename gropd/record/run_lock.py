@@ -1,0 +1,111 @@
+"""One writer per run directory: a lock held for as long as a process may write into results/<profile>/<run_id>/.
+
+    results/<profile>/.locks/<run_id>.lock          the lock (filelock.FileLock: an flock(2) on this file)
+    results/<profile>/.locks/<run_id>.holder.json   who holds it: pid, host, command, since (and when released)
+
+A process takes the lock before it reads the run's state to act on it and before its first byte, and keeps it to
+the end (gropd/runs/pipeline.py: `run` as a whole; `evaluate`'s shard 0, and each other shard its own
+`<run_id>.shard<r>.lock`). A second writer stops at once with RunBusyError (exit 2) naming the holder. Launched as
+several ranks, the run's rank 0 holds it (the others write nothing; a launcher whose rank 0 stops ends them).
+
+A lock left by a dead process is stale by construction: the kernel drops an flock when its holder's file is
+closed, which a process's death does; the holder record it leaves unreleased is then only overwritten (with a
+note). On a shared filesystem this relies on flock across nodes (NFSv4, Lustre with `-o flock`, GPFS); on a
+filesystem without it filelock falls back to a lock file of its own. Lock files are never deleted: a waiter and a
+holder must meet on the same inode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from eval.files import atomic_write_json
+from gropd.config.errors import ConfigError
+
+LOCKS = ".locks"
+
+
+class RunBusyError(ConfigError):
+    """Another process holds the run's lock: the message names the run and the holder."""
+
+
+def lock_paths(run_root: Path, role: str = "") -> tuple[Path, Path]:
+    """(lock file, holder record) of the run at `run_root` for `role` ("" for the run's writer, "shard<r>")."""
+    name = run_root.name + (f".{role}" if role else "")
+    return run_root.parent / LOCKS / f"{name}.lock", run_root.parent / LOCKS / f"{name}.holder.json"
+
+
+def read_holder(path: Path) -> dict[str, Any]:
+    """The holder record, {} when absent or unreadable (it is only ever informative)."""
+    try:
+        holder = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def describe(holder: dict[str, Any]) -> str:
+    if not holder:
+        return "another process (no holder record)"
+    command = f" ({holder['command']})" if holder.get("command") else ""
+    return f"pid {holder.get('pid')} on host {holder.get('host')} since {holder.get('since')}{command}"
+
+
+def taken(run_root: Path, role: str = "") -> FileLock:
+    """The run's lock, acquired (the caller releases it); RunBusyError at once when another process holds it."""
+    lock_path, holder_path = lock_paths(run_root, role)
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(lock_path, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        run = f"{run_root.parent.name}/{run_root.name}" + (f" ({role})" if role else "")
+        raise RunBusyError(
+            str(run_root),
+            "run",
+            f"run {run} is being written by {describe(read_holder(holder_path))}",
+            "one writer per run: wait for it to end (`./reproduce.sh status` shows it), or stop that process "
+            "first; a lock is released when its process ends, however it ends",
+        ) from None
+    return lock
+
+
+def check_free(run_root: Path) -> None:
+    """RunBusyError when another process holds the run's lock now; writes nothing (a command's check before its
+    first byte: the lock itself is taken by hold_run, where the writing starts)."""
+    if lock_paths(run_root)[0].exists():
+        taken(run_root).release()
+
+
+@contextmanager
+def hold_run(run_root: Path, role: str = "", held: bool = True) -> Iterator[None]:
+    """Hold the lock of the run at `run_root` (as `role`) for the block; `held` False: a no-op (a rank that does
+    not write). RunBusyError at once when another process holds it."""
+    if not held:
+        yield
+        return
+    lock_path, holder_path = lock_paths(run_root, role)
+    lock = taken(run_root, role)
+    try:
+        previous = read_holder(holder_path)
+        if previous and not previous.get("released"):
+            print(f"note: {lock_path}: its last holder, {describe(previous)}, died holding it", file=sys.stderr)
+        since = time.strftime("%Y-%m-%dT%H:%M:%S")
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "since": since, "command": " ".join(sys.argv)}
+        atomic_write_json(holder_path, record)
+        try:
+            yield
+        finally:  # released on purpose, whatever ended the block (a process that dies records nothing)
+            atomic_write_json(holder_path, {**record, "released": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    finally:
+        lock.release()
