@@ -284,7 +284,7 @@ def test_page_summary_rules_missing_and_provenance(beats_world):
     assert "**The paper.** GR-OPD achieves a higher macro Avg@K" in page
     listed = [line[2:] for line in page.splitlines() if line.startswith("- `")]
     assert set(listed) == set(provenance["missing"]) and f"`table1__{P3}__opd`: collapsed at step 5" in listed
-    assert {p.name for p in paths} == {"claims.md", "claims.provenance.json"}
+    assert {p.name for p in paths} == {"claims.md", "claims.provenance.json", "index.html", "index.provenance.json"}
 
 
 def test_a_claim_is_added_by_report_yaml_alone(beats_world):

@@ -225,6 +225,7 @@ def test_build_writes_png_pdf_markdown_and_provenance(world):
     assert {p.name for p in paths} == {
         *(f"{stem}.{ext}" for stem in ("fig3a", "fig3b", "fig4", "figure1") for ext in ("png", "pdf")),
         *(f"{name}.{ext}" for name in ("fig3", "fig4", "figure1") for ext in ("md", "provenance.json")),
+        *("index.html", "index.provenance.json"),
     }
     assert (out / "fig3a.png").read_bytes()[:4] == b"\x89PNG" and (out / "fig4.pdf").read_bytes()[:4] == b"%PDF"
     fig3 = (out / "fig3.md").read_text()

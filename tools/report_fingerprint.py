@@ -5,8 +5,9 @@
     python tools/report_fingerprint.py --results DIR --profile tiny --compare before.json
 
 Builds every artefact of `gropd.report` into a temporary folder and records the sha256 of each file; a
-provenance sidecar is hashed without its "built" time, the one field that differs between two builds
-of the same results. --compare exits 1 and lists every file that is new, gone or different."""
+provenance sidecar is hashed without its "built" time and index.html without its stamp line (build time and
+code version): what differs between two builds of the same results. --compare exits 1 and lists every file
+that is new, gone or different."""
 
 from __future__ import annotations
 
@@ -18,10 +19,13 @@ import tempfile
 from pathlib import Path
 
 from gropd.report import ARTEFACTS, build
+from gropd.report.page import unstamped
 
 
 def artefact_bytes(path: Path) -> bytes:
-    """The bytes compared: the file's, or for a provenance sidecar its JSON without "built"."""
+    """The bytes compared: the file's; a provenance sidecar's JSON without "built"; index.html without its stamp."""
+    if path.name == "index.html":
+        return unstamped(path.read_text()).encode()
     if not path.name.endswith(".provenance.json"):
         return path.read_bytes()
     record = json.loads(path.read_text())

@@ -245,16 +245,43 @@ def wording(ev: Evidence, name: str, key: str, compare: list[dict[str, Any]] = (
         ) from None
 
 
-def claims(ev: Evidence) -> Artefact:
-    """claims.md: a summary of verdicts, then per claim the paper's sentence, the rule, the evidence, the verdict."""
-    parts = []
+@dataclass(frozen=True)
+class Judged:
+    """One claim of report.yaml judged: its rule in words, its evidence and the verdict over its cells."""
+
+    claim: ClaimSettings
+    rule: str
+    section: Section
+    verdict: Verdict
+
+    name = property(lambda self: f"{self.claim.key}. {self.claim.title}")
+    missing = property(lambda self: list(dict.fromkeys(self.section.missing)))
+
+
+@dataclass(frozen=True)
+class Claims:
+    """What the claims page shows: every claim judged, in page order, and the wording every rule shares."""
+
+    judged: list[Judged]
+    common: str
+
+
+def judge(ev: Evidence) -> Claims:
+    """Every claim of report.yaml by its rule; an unknown rule or wording raises ConfigError naming the key."""
+    judged = []
     for index, claim in enumerate(ev.report.claims):
         if claim.rule not in RULE_FUNCTIONS:
             where = str(ev.experiments_dir / "report.yaml")
             raise ConfigError(where, f"claims[{index}].rule", repr(claim.rule), f"one of {', '.join(RULE_FUNCTIONS)}")
         rule = wording(ev, claim.rule, f"claims[{index}].rule", claim.compare)
-        parts.append((claim, rule, RULE_FUNCTIONS[claim.rule](ev, claim)))
-    outcomes = [verdicts.combine(section.cells) for _, _, section in parts]
+        section = RULE_FUNCTIONS[claim.rule](ev, claim)
+        judged.append(Judged(claim, rule, section, verdicts.combine(section.cells)))
+    return Claims(judged, wording(ev, "common", "rules.common"))
+
+
+def claims(ev: Evidence) -> Artefact:
+    """claims.md: a summary of verdicts, then per claim the paper's sentence, the rule, the evidence, the verdict."""
+    page = judge(ev)
     lines = [f"# The paper's claims on the {ev.profile} profile", ""]
     lines += [
         f"Built from `{ev.profile_results}/` alone (reports never train). Every number comes from a run named under "
@@ -263,21 +290,22 @@ def claims(ev: Evidence) -> Artefact:
         "",
         f"**Statistics.** {CONVENTION}",
         "",
-        f"**Every rule.** {wording(ev, 'common', 'rules.common')}",
+        f"**Every rule.** {page.common}",
         "",
     ]
-    rows = [[f"{c.key}. {c.title}", v.outcome, v.reason] for (c, _, _), v in zip(parts, outcomes, strict=True)]
+    rows = [[j.name, j.verdict.outcome, j.verdict.reason] for j in page.judged]
     lines += pipe_table(["claim", "verdict", "why"], [[Cell(x) for x in row] for row in rows])
-    for (claim, rule, section), verdict in zip(parts, outcomes, strict=True):
-        lines += ["", f"## {claim.key}. {claim.title}", "", f"**The paper.** {claim.paper}", "", f"**Rule.** {rule}"]
+    for j in page.judged:
+        lines += ["", f"## {j.name}", "", f"**The paper.** {j.claim.paper}", "", f"**Rule.** {j.rule}"]
         lines += ["", "**Evidence.**", ""]
-        for intro, header, table_rows in section.tables:
+        for intro, header, table_rows in j.section.tables:
             lines += [intro, ""] + pipe_table(header, [[Cell(c) for c in row] for row in table_rows]) + [""]
-        lines += [f"- {name}: {v.outcome} — {v.reason}" for name, v in section.cells.items()]
-        lines += ["", f"**Verdict: {verdict.outcome}** — {verdict.reason}.", ""]
-        lines += missing_block(list(dict.fromkeys(section.missing)))
-    runs = [run for _, _, section in parts for run in section.runs]
-    missing = list(dict.fromkeys(line for _, _, section in parts for line in section.missing))
+        lines += [f"- {name}: {v.outcome} — {v.reason}" for name, v in j.section.cells.items()]
+        lines += ["", f"**Verdict: {j.verdict.outcome}** — {j.verdict.reason}.", ""]
+        lines += missing_block(j.missing)
+    runs = [run for j in page.judged for run in j.section.runs]
+    missing = list(dict.fromkeys(line for j in page.judged for line in j.section.missing))
     grids = tuple(dict.fromkeys(g for c in ev.report.claims for g in c.grids))
     manifests = [f"grids/{g}.yaml" for g in grids] + ["pairings.yaml", "suites.yaml", "train.yaml", "report.yaml"]
-    return Artefact("claims", {"claims.md": "\n".join(lines) + "\n"}, runs, missing, manifests, grids)
+    files = {"claims.md": "\n".join(lines) + "\n"}
+    return Artefact("claims", files, runs, missing, manifests, grids, content=page)

@@ -2,17 +2,19 @@
 
 Vanilla OPD in `style.opd_colour`, the raw score in `style.raw_colour` and `style.raw_linestyle` (drawn over
 GR-OPD), GR-OPD by λ on `style.lambda_cmap` (the figure's λ evenly from 35 % of the map to 100 %), γ = 1 in
-`style.gamma_one_linestyle`. Bare matplotlib Figures on the Agg canvas; PDFs carry no date (same results, same bytes).
+`style.gamma_one_linestyle`. Bare matplotlib Figures on the Agg canvas; PDFs and SVGs carry no date (same results,
+same bytes). The SVG text goes to the index page (the artefact's Drawing), not to a file of its own.
 """
 
 from __future__ import annotations
 
 import io
 import statistics
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from matplotlib import colormaps
+from matplotlib import colormaps, rc_context
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -25,7 +27,8 @@ from gropd.report.publish import Artefact
 
 METRIC_NAMES = {"verifier_reward": "mean verifier reward (fraction correct)", "pearson_score_len": "Pearson(S, length)"}
 METRIC_NAMES |= {"mean_response_len": "mean response length (tokens)", "spearman_score_reward": "Spearman(S, reward)"}
-GRIDS = {"fig3": ("lambda", "gamma"), "fig4": ("gamma",), "figure1": ("fig1",)}  # what each figure reads
+DRAWS = {"fig3a": ("lambda",), "fig3b": ("gamma",), "fig4": ("gamma",), "figure1": ("fig1",)}  # each figure's grids
+SVG_SETTINGS = {"svg.hashsalt": "gropd-report", "svg.fonttype": "none"}  # fixed ids; text kept as text (searchable)
 H_TICKS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000)
 
 
@@ -99,9 +102,28 @@ def finish(ax: Axes, title: str, ylabel: str, legend: bool = True, empty: str = 
         ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes)
 
 
+@dataclass(frozen=True)
+class Drawing:
+    """What a figure artefact shows, for the index page: its title, caption and points as <name>.md has them,
+    and each figure (stem -> an SVG document; DRAWS[stem]: the grids it draws)."""
+
+    title: str
+    caption: str
+    points: list[str]
+    svgs: dict[str, str]
+
+
+def svg(fig: Figure) -> str:
+    """The figure as an SVG document: the same figure gives the same text (SVG_SETTINGS, no metadata)."""
+    buffer = io.BytesIO()
+    with rc_context(SVG_SETTINGS):
+        fig.savefig(buffer, format="svg", metadata=dict.fromkeys(("Date", "Format", "Type", "Creator")))
+    return buffer.getvalue().decode()
+
+
 def figure_artefact(ev: Evidence, name: str, text: tuple[str, str, list[str]], figures: dict, runs: list, notes: list):
     """PNG and PDF of each figure, and <name>.md: the title, the caption (with the seeds drawn and the results
-    directory), its bullet points, the images and the Missing list (`notes`)."""
+    directory), its bullet points, the images and the Missing list (`notes`); the same as a Drawing, with SVGs."""
     (title, caption, points), files = text, {}
     for stem, fig in figures.items():
         for fmt, metadata in (("png", None), ("pdf", {"CreationDate": None})):
@@ -109,11 +131,12 @@ def figure_artefact(ev: Evidence, name: str, text: tuple[str, str, list[str]], f
             fig.savefig(buffer, format=fmt, dpi=150, metadata=metadata)
             files[f"{stem}.{fmt}"] = buffer.getvalue()
     caption += f" Drawn: {seeds_text(runs, long=True)}. Built from `{ev.profile_results}/` ({ev.profile} profile)."
+    drawing = Drawing(title, caption, points, {stem: svg(fig) for stem, fig in figures.items()})
     lines = [f"### {title}", "", caption, ""] + [f"- {point}" for point in points] + ([""] if points else [])
     lines += [f"![{stem}]({stem}.png)" for stem in figures] + [""] + missing_block(notes)
-    files[f"{name}.md"], grids = "\n".join(lines) + "\n", GRIDS[name]
+    files[f"{name}.md"], grids = "\n".join(lines) + "\n", tuple(dict.fromkeys(g for s in figures for g in DRAWS[s]))
     manifests = [f"grids/{g}.yaml" for g in grids] + ["pairings.yaml", "report.yaml"]
-    return Artefact(name, files, runs, notes, manifests, grids)
+    return Artefact(name, files, runs, notes, manifests, grids, content=drawing)
 
 
 def dynamics_figure(ev: Evidence, grid: str, title: str, notes: list[str]) -> tuple[Figure, list[Run]]:

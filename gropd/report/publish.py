@@ -36,7 +36,8 @@ PUBLISH_WAIT_S = 600  # a second build of the same set waits this long for the f
 @dataclass
 class Artefact:
     """What one builder made: files (name -> text or bytes), the runs it read, its Missing lines, the
-    manifests (paths under experiments/) and the grids it needs a finished run of (none: manifests only)."""
+    manifests (paths under experiments/), the grids it needs a finished run of (none: manifests only) and
+    what its files render (a Table, a Drawing, the Claims), which the index page renders too."""
 
     name: str
     files: dict[str, str | bytes]
@@ -44,6 +45,7 @@ class Artefact:
     missing: list[str] = field(default_factory=list)
     manifests: list[str] = field(default_factory=list)
     grids: tuple[str, ...] = ()
+    content: object = None
 
 
 def require_results(ev: Evidence, artefact: Artefact) -> None:

@@ -24,7 +24,7 @@ def built_from(ev: Evidence, grids: str) -> str:
 
 def artefact(ev: Evidence, table: Table, settings: list[Setting], manifests: list[str], grids: tuple = ()) -> Artefact:
     runs = [run for s in settings for run in s.runs]
-    return Artefact(table.name, render_table(table), runs, table.missing, manifests, grids)
+    return Artefact(table.name, render_table(table), runs, table.missing, manifests, grids, content=table)
 
 
 def seeds_cell(n: int, collapsed: int) -> Cell:
@@ -198,7 +198,8 @@ def table3(ev: Evidence) -> Artefact:
     legend = ["The training setting of grid table1's runs, resolved from experiments/ (train.yaml, profiles/)."]
     header = Column.texts("quantity", *(f"{p} profile" for p in profiles))
     table = Table("table3", "Table 3: training setting", legend, header, rows)
-    return Artefact("table3", render_table(table), manifests=["train.yaml", *(f"profiles/{p}.yaml" for p in profiles)])
+    manifests = ["train.yaml", *(f"profiles/{p}.yaml" for p in profiles)]
+    return Artefact("table3", render_table(table), manifests=manifests, content=table)
 
 
 def table4(ev: Evidence) -> Artefact:
@@ -222,7 +223,7 @@ def table4(ev: Evidence) -> Artefact:
     lock_note = "; full revisions from experiments/lock.yaml." if paper else "."
     legend = f"From experiments/models.yaml, section {ev.profile}{lock_note}"
     table = Table("table4", "Table 4: models", [legend], header, rows, label_columns=len(header))
-    return Artefact("table4", render_table(table), manifests=["models.yaml", "lock.yaml"])
+    return Artefact("table4", render_table(table), manifests=["models.yaml", "lock.yaml"], content=table)
 
 
 def table5(ev: Evidence) -> Artefact:
@@ -254,4 +255,4 @@ def table5(ev: Evidence) -> Artefact:
         built_from(ev, "every grid's evaluations"),
     ]
     table = Table("table5", "Table 5: evaluation suites", legend, header, rows)
-    return Artefact("table5", render_table(table), runs, manifests=["suites.yaml"])
+    return Artefact("table5", render_table(table), runs, manifests=["suites.yaml"], content=table)
