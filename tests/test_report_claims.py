@@ -306,3 +306,33 @@ def test_a_claim_is_added_by_report_yaml_alone(beats_world):
     dump(path, report)
     with pytest.raises(ConfigError, match="a_threshold_that_does_not_exist"):
         claims(evidence(beats_world))
+
+
+def test_a_verdict_within_one_standard_error_of_its_threshold_is_marked_fragile():
+    """experiments/TINY.md, round 6, rule 3. Reward (0.30, 0.15) with window errors (0.01, 0.02): ratio 0.5, error
+    hypot(0.02 / 0.30, 0.5 x 0.01 / 0.30) = 0.069 straddles 0.5; (0.30, 0.30) at the same errors does not."""
+    from gropd.report.verdicts import borderline, combine, contrast
+
+    def trend(reward, error, collapse=None):
+        return Trend(None, reward, None, 200, collapse, None, error)
+
+    assert borderline(trend((0.30, 0.15), (0.01, 0.02))) == "reward ratio 0.50 ± 0.07 against 0.5"
+    assert borderline(trend((0.30, 0.30), (0.01, 0.02))) == ""
+    assert borderline(trend((0.30, 0.15), (0.01, 0.02), collapse=4)) == ""  # a collapse is no ratio
+    assert (
+        borderline(Trend((40.0, 101.0), None, None, 200, None, (1.0, 4.0), None))
+        == "length / cap 0.51 ± 0.02 against 0.5"
+    )
+    bad, good = [True, True, True], {"G": [False, False, True]}
+    plain = contrast(bad, good, "O")
+    assert plain.outcome == "not reproduced" and plain.fragile == ""
+    near_good = contrast(bad, good, "O", {"O": ["", "", ""], "G": ["", "", "reward ratio 0.49 ± 0.06 against 0.5"]})
+    assert (near_good.outcome, near_good.reason) == (
+        "not reproduced",
+        "G also unstable in 1 of 3 seeds (**fragile**, within one standard error of a threshold: G seed 2: reward "
+        "ratio 0.49 ± 0.06 against 0.5)",
+    )
+    near_bad = contrast(bad, good, "O", {"O": ["r", "", ""], "G": ["", "", ""]})  # O stays unstable in 2 of 3
+    assert near_bad.fragile == "" and near_bad == plain
+    summary = combine({"A": near_good, "B": plain})
+    assert summary.outcome == "not reproduced" and summary.reason == "not reproduced in A, B (**fragile** in A)"

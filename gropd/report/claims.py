@@ -149,11 +149,12 @@ def contrast_section(
     """Claims 3–5: in each group (name, bad, good), the bad settings unstable and the good ones stable."""
     rows, cells, lines, runs = [], {}, [], []
     for name, bad, good in groups:
-        flags = {}
+        flags, near = {}, {}
         for s in bad + good:
             trends, miss = s.collect(lambda run: run.trend())
             finals = s.collect(lambda run: run.final(list(ev.suites)))[0]
             flags[s.label] = [bool(verdicts.unstable(t)) for t in trends.values()]
+            near[s.label] = [verdicts.borderline(t) for t in trends.values()]
             for seed, run in s.seeds().items():
                 t = trends.get(seed)
                 cap = f" (cap {t.cap})" if t and t.cap else ""
@@ -165,7 +166,11 @@ def contrast_section(
             runs += s.runs
         bad_flags = [flag for s in bad for flag in flags[s.label]]
         good_flags = {s.label: flags[s.label] for s in good}
-        verdict = broken(*bad, *good) or verdicts.contrast(bad_flags, good_flags, " / ".join(s.label for s in bad))
+        bad_name = " / ".join(s.label for s in bad)
+        near_by_name = {bad_name: [reason for s in bad for reason in near[s.label]]} | {
+            s.label: near[s.label] for s in good
+        }
+        verdict = broken(*bad, *good) or verdicts.contrast(bad_flags, good_flags, bad_name, near_by_name)
         cells[name] = verdict
         lines += lacking(ev, claim, bad + good) if verdict.outcome == NOT_TESTED else []
     header = ["pairing", "setting", "seed", "state", "length, first → last 10%", "reward, first → last 10%"]

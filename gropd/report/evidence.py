@@ -51,11 +51,24 @@ def series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[floa
     return [s for s, _ in pairs], [v for _, v in pairs]
 
 
-def first_last(rows: list[dict[str, Any]], key: str) -> tuple[float, float] | None:
-    """Mean of `key` over the first and over the last TREND_FRACTION of its logged values."""
+def windows(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]] | None:
+    """The first and the last TREND_FRACTION of `key`'s logged values (None: never logged)."""
     _, values = series(rows, key)
     k = max(1, math.ceil(TREND_FRACTION * len(values)))
-    return (statistics.fmean(values[:k]), statistics.fmean(values[-k:])) if values else None
+    return (values[:k], values[-k:]) if values else None
+
+
+def first_last(rows: list[dict[str, Any]], key: str) -> tuple[float, float] | None:
+    """Mean of `key` over the first and over the last TREND_FRACTION of its logged values."""
+    found = windows(rows, key)
+    return None if found is None else (statistics.fmean(found[0]), statistics.fmean(found[1]))
+
+
+def first_last_errors(rows: list[dict[str, Any]], key: str) -> tuple[float, float] | None:
+    """Standard errors of first_last's two means: sample std / sqrt(k) of each window (0 for a window of one)."""
+    found = windows(rows, key)
+    error = lambda w: statistics.stdev(w) / math.sqrt(len(w)) if len(w) > 1 else 0.0  # noqa: E731
+    return None if found is None else (error(found[0]), error(found[1]))
 
 
 @dataclass(frozen=True)
@@ -74,13 +87,16 @@ class Final:
 
 @dataclass(frozen=True)
 class Trend:
-    """A run's dynamics, (first, last) TREND_FRACTION means (None: not logged), its length cap and collapse step."""
+    """A run's dynamics, (first, last) TREND_FRACTION means (None: not logged), its length cap and collapse step;
+    the standard errors of the length and reward means (first_last_errors; None: not known)."""
 
     length: tuple[float, float] | None
     reward: tuple[float, float] | None
     pearson: tuple[float, float] | None
     cap: int | None
     collapse_step: int | None
+    length_error: tuple[float, float] | None = None
+    reward_error: tuple[float, float] | None = None
 
 
 @dataclass
@@ -148,6 +164,8 @@ class Run:
             *(first_last(self.metrics, key) for key in DYNAMICS),
             cap=(self.config.get("sampling") or {}).get("max_new_tokens"),
             collapse_step=(self.status or {}).get("collapse_step"),
+            length_error=first_last_errors(self.metrics, "mean_response_len"),
+            reward_error=first_last_errors(self.metrics, "verifier_reward"),
         )
 
     def pressure(self) -> tuple[float, float] | str:

@@ -6,6 +6,8 @@ excluding 0); one instability rule serves every dynamics claim, a collapse being
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 
 from gropd.report.evidence import Trend
@@ -22,8 +24,11 @@ LARGE_LAMBDA = 0.5  # "too much retained pressure": the paper's largest λ, agai
 
 @dataclass(frozen=True)
 class Verdict:
+    """An outcome and why; `fragile`: what could flip it within the noise of its numbers ('' when nothing could)."""
+
     outcome: str
     reason: str
+    fragile: str = ""
 
 
 def too_few(counts: dict[str, int]) -> Verdict | None:
@@ -86,9 +91,49 @@ def unstable(trend: Trend) -> list[str]:
     return reasons
 
 
-def contrast(bad: list[bool], good: dict[str, list[bool]], name: str) -> Verdict:
+def borderline(trend: Trend) -> str:
+    """Why one run's instability call is within its own noise of a threshold ('' when it is not): a ratio the rule
+    compares (reward last / first 10%; length last 10% / cap) whose ± one standard error straddles its threshold,
+    the error from the two windows' (delta method). A collapse is no ratio: never borderline."""
+    if trend.collapse_step is not None:
+        return ""
+    found = []
+    (reward, reward_error), (length, length_error) = (
+        (trend.reward, trend.reward_error),
+        (trend.length, trend.length_error),
+    )
+    if reward and reward_error and reward[0] > 0:
+        ratio = reward[1] / reward[0]
+        error = math.hypot(reward_error[1] / reward[0], ratio * reward_error[0] / reward[0])
+        if abs(ratio - REWARD_FALL) < error:
+            found.append(f"reward ratio {ratio:.2f} ± {error:.2f} against {REWARD_FALL:g}")
+    if length and length_error and trend.cap and length[1] > length[0]:
+        ratio, error = length[1] / trend.cap, length_error[1] / trend.cap
+        if abs(ratio - LENGTH_NEAR_CAP) < error:
+            found.append(f"length / cap {ratio:.2f} ± {error:.2f} against {LENGTH_NEAR_CAP:g}")
+    return "; ".join(found)
+
+
+def contrast(
+    bad: list[bool], good: dict[str, list[bool]], name: str, near: dict[str, list[str]] | None = None
+) -> Verdict:
     """'`name` is unstable, the `good` settings are not': more than MAJORITY of bad's seeds unstable, no seed
-    of any good setting."""
+    of any good setting. `near`: per setting (`name` for bad), each seed's borderline reason ('' for none); the
+    verdict is fragile when flipping some of those seeds would change its outcome (TINY.md, round 6)."""
+    verdict = _contrast(bad, good, name)
+    flips = [(who, i) for who, reasons in (near or {}).items() for i, reason in enumerate(reasons) if reason]
+    for chosen in itertools.chain.from_iterable(itertools.combinations(flips, n) for n in range(1, len(flips) + 1)):
+        flipped = {who: list(flags) for who, flags in ({name: bad} | good).items()}
+        for who, i in chosen:
+            flipped[who][i] = not flipped[who][i]
+        if _contrast(flipped.pop(name), flipped, name).outcome != verdict.outcome:
+            why = "; ".join(f"{who} seed {i}: {near[who][i]}" for who, i in flips)
+            fragile = f"within one standard error of a threshold: {why}"
+            return Verdict(verdict.outcome, f"{verdict.reason} (**fragile**, {fragile})", fragile)
+    return verdict
+
+
+def _contrast(bad: list[bool], good: dict[str, list[bool]], name: str) -> Verdict:
     if short := too_few({name: len(bad)} | {other: len(flags) for other, flags in good.items()}):
         return short
     failures = [f"{name} unstable in only {sum(bad)} of {len(bad)} seeds"] if sum(bad) <= MAJORITY * len(bad) else []
@@ -104,10 +149,18 @@ def combine(verdicts: dict[str, Verdict]) -> Verdict:
     for outcome in (NOT_REPRODUCED, NOT_TESTED):
         names = [name for name, verdict in verdicts.items() if verdict.outcome == outcome]
         if names:
-            return Verdict(outcome, f"{outcome} in {', '.join(names)}")
+            return _marked(Verdict(outcome, f"{outcome} in {', '.join(names)}"), {n: verdicts[n] for n in names})
     if not verdicts:
         return Verdict(NOT_TESTED, "no cell to judge")
-    return Verdict(REPRODUCED, f"reproduced in {', '.join(verdicts) if len(verdicts) < 3 else 'every cell'}")
+    where = ", ".join(verdicts) if len(verdicts) < 3 else "every cell"
+    return _marked(Verdict(REPRODUCED, f"reproduced in {where}"), verdicts)
+
+
+def _marked(verdict: Verdict, deciding: dict[str, Verdict]) -> Verdict:
+    """`verdict`, marked fragile when a cell that decides it is."""
+    if not (fragile := [name for name, cell in deciding.items() if cell.fragile]):
+        return verdict
+    return Verdict(verdict.outcome, f"{verdict.reason} (**fragile** in {', '.join(fragile)})", "fragile")
 
 
 THRESHOLDS = dict(min_seeds=MIN_SEEDS, preferred_seeds=PREFERRED_SEEDS, lift_fraction=LIFT_FRACTION, majority=MAJORITY)
