@@ -230,21 +230,74 @@ def _constant_rule(f: torch.Tensor, mask: torch.Tensor, s: CreditSettings) -> tu
 
 
 CreditRule = Callable[[torch.Tensor, torch.Tensor, CreditSettings], tuple[torch.Tensor, dict[str, int]]]
-CREDIT_RULES: dict[str, CreditRule] = {
-    "gropd": _gropd_rule,
-    "opd": _opd_rule,
-    "raw": _raw_rule,
-    "constant": _constant_rule,
+
+
+@dataclass(frozen=True)
+class Method:
+    """One method of `method:` in a run's config, the one record everything else reads (schema, trainer,
+    pipeline, reports): adding a method is an entry here (and a loss in gropd/loss.py when it has no rule).
+
+    role        "proposed" (GR-OPD) and "baseline" (vanilla OPD): Table 1's two methods; "ablation": the
+                paper's own variant (the raw score of Figure 1(c, d)); "control": beyond the paper
+    knobs       the settings it reads that tell two of its runs apart, (dotted config key, symbol): shown in
+                labels, recorded in status.json, pooled over in reports
+    rule        its advantage rule A_{i,t}; None: no sampled-token advantage, its loss reads the teacher's whole
+                distribution at every response position (`needs_distribution`)
+    first_batch_c   its c, when the config leaves it null, is the first batch's mean |f| (recorded as constant_c)
+    groups      its rule reads group statistics (μ, σ over a prompt's G responses): it needs G >= 2
+    """
+
+    name: str
+    label: str
+    role: str
+    knobs: tuple[tuple[str, str], ...] = ()
+    rule: CreditRule | None = None
+    first_batch_c: bool = False
+    groups: bool = False
+
+    @property
+    def needs_distribution(self) -> bool:
+        return self.rule is None
+
+    @property
+    def in_paper(self) -> bool:
+        return self.role != "control"
+
+    def reads(self, key: str) -> bool:
+        """Whether `key` (dotted, e.g. "gropd.lam") is one of its knobs."""
+        return any(knob == key for knob, _ in self.knobs)
+
+
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method("gropd", "GR-OPD", "proposed", (("gropd.lam", "λ"), ("gropd.gamma", "γ")), _gropd_rule, groups=True),
+        Method("opd", "vanilla OPD", "baseline", (), _opd_rule),
+        Method("raw", "raw score", "ablation", (("gropd.gamma", "γ"),), _raw_rule),
+        Method(
+            "constant", "constant advantage, beyond the paper", "control", (("constant.c", "c"),), _constant_rule, True
+        ),
+        Method("fullkl", "full-vocabulary KL, beyond the paper", "control"),
+    )
 }
+CREDIT_RULES: dict[str, CreditRule] = {name: m.rule for name, m in METHODS.items() if m.rule is not None}
+PROPOSED, BASELINE = (next(n for n, m in METHODS.items() if m.role == role) for role in ("proposed", "baseline"))
+
+
+def method(name: str) -> Method:
+    """The record of method `name`; ValueError listing the valid ones when there is none."""
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; valid: {', '.join(METHODS)}")
+    return METHODS[name]
 
 
 def token_advantages(
-    method: str, f: torch.Tensor, mask: torch.Tensor, settings: CreditSettings
+    name: str, f: torch.Tensor, mask: torch.Tensor, settings: CreditSettings
 ) -> tuple[torch.Tensor, dict[str, int]]:
-    """Per-token advantages `[B, T]` and stats `{"degenerate_groups": int}` by rule name.
+    """Per-token advantages `[B, T]` and stats `{"degenerate_groups": int}` by method name.
 
-    `method` is a key of `CREDIT_RULES`; every rule reads what it needs from one `CreditSettings`.
+    `name` is a method with a rule (CREDIT_RULES); every rule reads what it needs from one `CreditSettings`.
     """
-    if method not in CREDIT_RULES:
-        raise ValueError(f"unknown credit method {method!r}; valid: {', '.join(CREDIT_RULES)}")
-    return CREDIT_RULES[method](f, mask, settings)
+    if name not in CREDIT_RULES:
+        raise ValueError(f"unknown credit method {name!r}; valid: {', '.join(CREDIT_RULES)}")
+    return CREDIT_RULES[name](f, mask, settings)

@@ -22,6 +22,7 @@ import torch
 from accelerate import Accelerator
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from gropd.credit import method
 from gropd.model.logprobs import pack, response_logprobs
 from gropd.model.rollout.base import RolloutBatch
 from gropd.train.step import Rollout, StepContext, assign_prompts, update_policy
@@ -165,8 +166,9 @@ def main(out: str, mode: str) -> None:
     assert kind == expected[mode] and accelerator.num_processes == world, kind
     reductions = count_reductions(model) if kind == "DistributedDataParallel" else [0]
     before = {k: v.full_tensor() if hasattr(v, "full_tensor") else v.clone() for k, v in model.state_dict().items()}
-    ctx = StepContext(accelerator, model, optimizer, scheduler, None, None, None, None, None, 0, None)
     config = RESPONSES_CONFIG if mode.endswith("responses") else CONFIG
+    ctx = StepContext(accelerator, model, optimizer, scheduler, None, None, None, None, None, 0, None)
+    ctx.method = method(config.method)
     for step in (1, 2):
         rank = accelerator.process_index
         rows = global_minibatch_rows(step) if mode == "single-responses" else local_rows(step, rank, world)

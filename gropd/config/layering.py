@@ -83,16 +83,12 @@ def leaf_paths(value: Any, path: str) -> list[str]:
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """["train.steps=5", "gropd.lam=0.25"] -> flat {"train.steps": 5, "gropd.lam": 0.25}; values parse as YAML
-    (eval.files.load_yaml). A key given twice, or inside another one given (gropd=... and gropd.lam=...), is
-    refused as a repeated flag is: which one was meant is not for us to guess."""
+    (eval.files.load_yaml); a later item wins (the command line's own items: gropd.runs.plan.check_overrides)."""
     flat: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key or any(not part for part in key.split(".")):
             raise ConfigError("command line", item, "not an override", "key.path=value")
-        if clash := next((k for k in flat if f"{key}.".startswith(f"{k}.") or k.startswith(f"{key}.")), None):
-            given = "given twice" if clash == key else f"given together with {clash}"
-            raise ConfigError("command line", key, given, "each setting once")
         try:
             flat[key] = load_yaml(raw) if raw != "" else ""
         except yaml.YAMLError as err:

@@ -20,6 +20,7 @@ from gropd.config.errors import ConfigError
 from gropd.config.layering import Origins, merge, origin_of, parse_overrides, read_yaml
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
+from gropd.credit import METHODS, method
 
 
 def resolve_run(
@@ -71,7 +72,8 @@ def _check_group_size(values: dict[str, Any], where: Callable[[str], str]) -> No
     minibatch arithmetic of TrainSettings says."""
     train = values.get("train")
     group_size = train.get("group_size") if isinstance(train, dict) else None
-    if values.get("method") == "gropd" and type(group_size) is int and group_size < 2:
+    record = METHODS.get(values.get("method"))
+    if record and record.groups and type(group_size) is int and group_size < 2:
         raise ConfigError(
             where("train.group_size"),
             "train.group_size",
@@ -130,11 +132,11 @@ def check_against_manifests(config: RunConfig, manifests: Manifests, where: Call
                 f"{config.pairing!r} does not exist",
                 f"one of {', '.join(manifests.pairings)}",
             )
-        if config.method == "fullkl" and config.backend.teacher != "hf":
+        if config.method is not None and method(config.method).needs_distribution and config.backend.teacher != "hf":
             raise ConfigError(
                 where("backend.teacher"),
                 "backend.teacher",
-                f"{config.backend.teacher!r} with method fullkl",
+                f"{config.backend.teacher!r} with method {config.method}",
                 "hf: the exact KL needs the teacher's whole distribution at every response position; vLLM returns "
                 "only top-k log-probs, and a top-k approximation is not implemented (not shown to be right)",
             )

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from eval.suites import HubSource
+from gropd.credit import METHODS
 
 
 class Strict(BaseModel):
@@ -20,7 +21,6 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
-MethodName = Literal["gropd", "opd", "raw", "constant", "fullkl"]  # the credit rules of gropd/credit.py
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds are unsigned 32-bit
 SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$"  # one path component: no '/', never '.' or '..' (results/<profile>/<id>)
 Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
@@ -218,7 +218,7 @@ class RunConfig(Strict):
     grid: str | None = Field(default=None, pattern=SAFE_NAME)
     seed: Seed = 0
     pairing: str | None = None
-    method: MethodName | None = None
+    method: str | None = None  # a name of gropd/credit.py's METHODS
     model: str | None = None
     mode: Literal["default", "think", "nothink"] | None = None
     train: TrainSettings
@@ -232,6 +232,13 @@ class RunConfig(Strict):
     prompt: PromptSettings
     backend: BackendSettings
     tracking: TrackingSettings = TrackingSettings()
+
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, name: str | None) -> str | None:
+        if name is not None and name not in METHODS:
+            raise ValueError(f"Input should be {', '.join(repr(m) for m in METHODS)} (got {name!r})")
+        return name
 
 
 def is_config_key(dotted: str) -> bool:

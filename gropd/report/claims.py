@@ -11,8 +11,9 @@ from itertools import product
 from typing import Any
 
 from gropd.config import ConfigError
+from gropd.credit import METHODS
 from gropd.report import verdicts
-from gropd.report.evidence import METHODS, Evidence, Run, Setting, num
+from gropd.report.evidence import Evidence, Run, Setting, num
 from gropd.report.formats import Cell, missing_block, pipe_table
 from gropd.report.publish import Artefact
 from gropd.report.settings import ClaimSettings
@@ -30,15 +31,16 @@ class Section:
     missing: list[str]
 
 
-def trained(ev: Evidence, claim: ClaimSettings, method: str | None = None) -> list[Setting]:
-    """The train settings of the claim's grids on its `pairings` (of one method when given)."""
+def trained(ev: Evidence, claim: ClaimSettings, reads: str | None = None) -> list[Setting]:
+    """The train settings of the claim's grids on its `pairings` (of a method that reads the knob `reads`, e.g.
+    gropd.lam: GR-OPD's, when given)."""
 
     def wanted(pairing: str) -> bool:
         matched, nothink = ev.matched(pairing), ev.manifests.pairings[pairing]["student"]["mode"] == "nothink"
         return {"matched": matched, "cross": not matched, "matched-nothink": matched and nothink}.get(claim.pairings, 1)
 
     settings = [s for s in ev.settings(*claim.grids) if s.config.get("kind") == "train"]
-    return [s for s in settings if wanted(s.pairing) and method in (None, s.method)]
+    return [s for s in settings if wanted(s.pairing) and (reads is None or (s.record and s.record.reads(reads)))]
 
 
 def lacking(ev: Evidence, claim: ClaimSettings, settings: list[Setting]) -> list[str]:
@@ -106,7 +108,8 @@ def broken(*settings: Setting) -> Verdict | None:
 def describe(selector: dict[str, Any]) -> str:
     """'GR-OPD', 'vanilla OPD (feedback.zero_format_tokens=True)': a `compare` entry in words."""
     extra = ", ".join(f"{key}={value}" for key, value in selector.items() if key != "method")
-    return METHODS.get(selector.get("method"), "any method") + (f" ({extra})" if extra else "")
+    record = METHODS.get(selector.get("method"))
+    return (record.label if record else "any method") + (f" ({extra})" if extra else "")
 
 
 def chosen(ev: Evidence, claim: ClaimSettings) -> list[tuple[Setting, Setting]]:
@@ -191,7 +194,7 @@ def unstable_rule(ev: Evidence, claim: ClaimSettings) -> Section:
 def knob_rule(ev: Evidence, claim: ClaimSettings, knob: str, other: str, is_bad) -> Section:
     """GR-OPD settings grouped by (pairing, the other knob), each group split by `is_bad(knob value)`."""
     groups: dict[tuple, list[Setting]] = {}
-    for s in trained(ev, claim, "gropd"):
+    for s in trained(ev, claim, "gropd.lam"):
         groups.setdefault((s.pairing, s.knob(other)), []).append(s)
     symbol = {"lam": "λ", "gamma": "γ"}[other]
     split = []
@@ -203,7 +206,7 @@ def knob_rule(ev: Evidence, claim: ClaimSettings, knob: str, other: str, is_bad)
 
 def pressure_rule(ev: Evidence, claim: ClaimSettings) -> Section:
     """Every cross-pattern GR-OPD setting against every matched one, per-run median normalised pressure."""
-    settings, medians, lines, rows = trained(ev, claim, "gropd"), {}, [], []
+    settings, medians, lines, rows = trained(ev, claim, "gropd.lam"), {}, [], []
     for s in settings:
         found, miss = s.collect(lambda run: run.pressure())
         medians[id(s)], lines = {seed: m[0] for seed, m in found.items()}, lines + miss

@@ -11,21 +11,21 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, reduce
 from pathlib import Path
 from typing import Any
 
 from gropd.config import ConfigError, load_manifests
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid
 from gropd.config.layering import dotted_to_nested
+from gropd.credit import METHODS
 from gropd.record.run_dir import DONE, RunDir
 from gropd.report.settings import ReportSettings
 from gropd.runs.lifecycle import settings_hash
 from gropd.runs.plan import planned_run
 
-METHODS = {"gropd": "GR-OPD", "opd": "vanilla OPD", "raw": "raw score"}  # the beyond-the-paper methods say so
-METHODS |= {"fullkl": "full-vocabulary KL, beyond the paper", "constant": "constant advantage, beyond the paper"}
-SHOWN = set("kind grid pairing method model mode seed run_id gropd.lam gropd.gamma constant.c".split())  # not in labels
+SHOWN = set("kind grid pairing method model mode seed run_id".split())  # grid values a label shows otherwise (or never)
+SHOWN |= {key for record in METHODS.values() for key, _ in record.knobs}
 TREND_FRACTION = 0.1  # trends compare the mean over the first and the last 10% of a run's logged steps
 RANK = {"finished": 5, "collapsed": 4, "trained": 3, "running": 2, "failed": 1, "not run": 0}
 
@@ -193,20 +193,23 @@ class Setting:
     method = property(lambda self: self.config.get("method"))
     grids = property(lambda self: {run.grid for run in self.runs})
 
+    record = property(lambda self: METHODS.get(str(self.method)))  # gropd/credit.py's record (None: no method)
+
+    def value(self, key: str) -> Any:
+        """The config's value at a dotted key (None when absent)."""
+        return reduce(lambda section, part: (section or {}).get(part), key.split("."), self.config)
+
     def knob(self, name: str) -> float | None:
-        """gropd.lam or gropd.gamma where the method has it (lam: GR-OPD; gamma: GR-OPD and raw score)."""
-        has = ("gropd",) if name == "lam" else ("gropd", "raw")
-        return (self.config.get("gropd") or {}).get(name) if self.method in has else None
+        """gropd.lam or gropd.gamma where the method reads it (its record's knobs), else None."""
+        return self.value(f"gropd.{name}") if self.record and self.record.reads(f"gropd.{name}") else None
 
     @property
     def label(self) -> str:
         """'GR-OPD (λ=0.25, γ=0.99)', 'vanilla OPD (train.steps=200)': method, its knobs, the grid's other values."""
-        parts = [f"{symbol}={num(self.knob(name))}" for name, symbol in (("lam", "λ"), ("gamma", "γ"))]
-        parts = [part for part in parts if not part.endswith("=None")]
-        if self.method == "constant" and number((self.config.get("constant") or {}).get("c")) is not None:
-            parts.append(f"c={num(self.config['constant']['c'])}")
+        knobs = self.record.knobs if self.record else ()
+        parts = [f"{symbol}={num(v)}" for key, symbol in knobs if number(v := self.value(key)) is not None]
         parts += [f"{k}={num(v)}" for k, v in self.runs[0].entry.values.items() if k not in SHOWN]
-        name = METHODS.get(str(self.method), str(self.method))
+        name = self.record.label if self.record else str(self.method)
         return name + (f" ({', '.join(parts)})" if parts else "")
 
     def seeds(self) -> dict[int, Run]:

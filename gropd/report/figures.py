@@ -68,7 +68,7 @@ class Looks:
         setting, style = self.ev.setting_of(run), self.ev.report.style
         gamma, lam = setting.knob("gamma"), setting.knob("lam")
         look = {"linestyle": style.gamma_one_linestyle if gamma is not None and gamma >= 1.0 else "-", "zorder": 2}
-        if setting.method == "raw":
+        if setting.record and setting.record.role == "ablation":  # the raw score, drawn over GR-OPD
             return look | {"color": style.raw_colour, "linestyle": style.raw_linestyle, "zorder": 3}
         return look | {"color": style.opd_colour if lam is None else colormaps[style.lambda_cmap](self.positions[lam])}
 

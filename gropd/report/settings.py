@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
 from gropd.config.errors import ConfigError
 from gropd.config.layering import read_yaml
-from gropd.config.schema import MethodName, Strict, is_config_key
+from gropd.config.schema import Strict, is_config_key
+from gropd.credit import BASELINE, METHODS, PROPOSED
 
 
 class Fig1Settings(Strict):
@@ -43,7 +44,10 @@ class ClaimSettings(Strict):
     rule: str  # a rule of gropd/report/claims.py (RULES)
     grids: list[str]
     pairings: Literal["all", "matched", "cross", "matched-nothink"] = "all"
-    compare: list[dict[str, Any]] = [{"method": "gropd"}, {"method": "opd"}]  # first, second: config values (dotted)
+    compare: list[dict[str, Any]] = [
+        {"method": PROPOSED},
+        {"method": BASELINE},
+    ]  # first, second: config values (dotted)
 
     @field_validator("compare")
     @classmethod
@@ -55,8 +59,8 @@ class ClaimSettings(Strict):
         for selector in compare:
             if unknown := [key for key in selector if not is_config_key(key)]:
                 raise ValueError(f"{unknown[0]!r} is not a config key (e.g. method, gropd.lam, train.steps)")
-            if "method" in selector and selector["method"] not in get_args(MethodName):
-                raise ValueError(f"method {selector['method']!r} is not one of {', '.join(get_args(MethodName))}")
+            if "method" in selector and selector["method"] not in METHODS:
+                raise ValueError(f"method {selector['method']!r} is not one of {', '.join(METHODS)}")
         return compare
 
 

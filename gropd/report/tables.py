@@ -8,13 +8,19 @@ from typing import Any
 from gropd.config import ConfigError
 from gropd.config.grids import expand_grid, load_grid
 from gropd.config.lock import pinned_revision, read_lock
-from gropd.report.evidence import METHODS, Evidence, Final, Setting, num
+from gropd.credit import BASELINE, METHODS, PROPOSED
+from gropd.report.evidence import Evidence, Final, Setting, num
 from gropd.report.formats import INTERVAL, STATS, Cell, Column, Table, interval_cell, render_table, stats_cell
 from gropd.report.publish import Artefact
 from gropd.report.stats import CONVENTION, paired, stats
 from gropd.runs.plan import planned_run
 
-PAPER_METHODS = ("gropd", "opd")
+
+def compared(s: Setting) -> bool:
+    """Whether the setting's method is one of Table 1's two, PROPOSED and BASELINE (the others: controls)."""
+    return s.record is not None and s.record.role in ("proposed", "baseline")
+
+
 CALL = {1: "better", -1: "worse", 0: "not resolved"}
 
 
@@ -47,13 +53,13 @@ def table1(ev: Evidence) -> Artefact:
     settings = [s for s in ev.settings("table1", "baselines") if s.config.get("kind") == "train"]
     settings = [s for s in settings if "table1" in s.grids or any(run.status for run in s.runs)]  # a control: once run
     order = {p: i for i, p in enumerate(dict.fromkeys(s.pairing for s in settings))}
-    settings.sort(key=lambda s: (order[s.pairing], {"gropd": 0, "opd": 1}.get(str(s.method), 2)))
+    settings.sort(key=lambda s: (order[s.pairing], {PROPOSED: 0, BASELINE: 1}.get(str(s.method), 2)))
     found, missing = [], []
     for s in settings:
         values, lines = s.collect(lambda run: run.final(suites))
         found.append((values, sum(run.state == "collapsed" for run in s.seeds().values())))
         missing += lines
-    beyond = any(s.method not in PAPER_METHODS for s in settings)
+    beyond = not all(map(compared, settings))
     ks = {suite: sorted({f.k[suite] for values, _ in found for f in values.values() if f.k[suite]}) for suite in suites}
     header = [*Column.texts("Pairing", "Method"), Column("seeds", ("n", "collapsed"))]
     titles = {k: f"{r.get('title', k)} Avg@{','.join(map(str, ks[k])) or r.get('k')}" for k, r in ev.suites.items()}
@@ -67,20 +73,21 @@ def table1(ev: Evidence) -> Artefact:
     rows = []
     for i, s in enumerate(settings):
         same = {o.method: j for j, o in reversed(list(enumerate(settings))) if o.pairing == s.pairing}
-        ref = {m: same.get(m) for m in PAPER_METHODS}
-        (values, collapsed), rival = found[i], ref["opd" if s.method == "gropd" else "gropd"]
+        ref = {m: same.get(m) for m in (PROPOSED, BASELINE)}
+        (values, collapsed), rival = found[i], ref[BASELINE if s.record and s.record.role == "proposed" else PROPOSED]
         row = [*Cell.texts(ev.title(s.pairing), s.label), seeds_cell(len(values), collapsed)]
         for column in range(len(suites) + 1):
             per_seed = {seed: value(f, column) for seed, f in values.items()}
             against = {seed: value(f, column) for seed, f in found[rival][0].items()} if rival is not None else {}
-            interval = paired(per_seed, against) if s.method in PAPER_METHODS else None
+            interval = paired(per_seed, against) if compared(s) else None
             bold = interval is not None and interval.call == 1
             empty = "Collapse" if collapsed and not values else "—"
             row.append(stats_cell(stats(list(per_seed.values())), d, bold, empty))
-        for method in ("opd", "gropd")[: 2 if beyond else 1]:
-            j = ref[method]
-            show = j is not None and j != i and (method == "opd" or s.method not in PAPER_METHODS)
-            row.append(delta_cell(found[i], found[j], METHODS[method], d) if show else interval_cell(None, d))
+        for against_name in (BASELINE, PROPOSED)[: 2 if beyond else 1]:
+            j = ref[against_name]
+            show = j is not None and j != i and (against_name == BASELINE or not compared(s))
+            label = METHODS[against_name].label
+            row.append(delta_cell(found[i], found[j], label, d) if show else interval_cell(None, d))
         rows.append(row)
     legend = [
         f"Avg@K (%) per suite, with the K the runs recorded; Macro: the unweighted mean of a run's {len(suites)} "
@@ -107,7 +114,7 @@ def reference(entries: list[Any], match: dict[str, Any], fields: dict[str, str])
 
 def table2(ev: Evidence) -> Artefact:
     """The pressure proxies of the GR-OPD settings of grid lambda."""
-    settings = [s for s in ev.settings("lambda") if s.method == "gropd"]
+    settings = [s for s in ev.settings("lambda") if s.record and s.record.reads("gropd.lam")]  # λ's settings
     paper, d = ev.profile == "paper", ev.report.decimals
     header = [*Column.texts("Pairing", "λ", "γ"), Column("seeds", ("n",))]
     header += [Column("normalised pressure", STATS), Column("retained pressure", STATS)]

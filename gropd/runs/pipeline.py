@@ -19,6 +19,7 @@ from typing import Any
 
 from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_yaml, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_entry, load_grid, write_run_file
+from gropd.credit import method
 from gropd.record.run_dir import DONE, RunDir
 from gropd.record.run_lock import hold_run
 from gropd.record.tracking import check_backends, log_evaluation
@@ -193,13 +194,14 @@ def identity(config: RunConfig, manifests: Manifests) -> dict[str, Any]:
     }
     if config.kind in ("train", "score"):
         student = manifests.pairings[config.pairing]["student"]
+        record = method(config.method) if config.method else None  # a score run has none
         fields |= {
             "pairing": config.pairing,
             "method": config.method,
             "model": student["model"],
             "mode": student["mode"],
-            "lam": config.gropd.lam if config.method == "gropd" else None,
-            "gamma": config.gropd.gamma if config.method in ("gropd", "raw") else None,
+            "lam": config.gropd.lam if record and record.reads("gropd.lam") else None,
+            "gamma": config.gropd.gamma if record and record.reads("gropd.gamma") else None,
         }
     else:
         fields |= {"model": config.model, "mode": config.mode, "pairing": None, "method": None}

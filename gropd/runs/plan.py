@@ -20,10 +20,17 @@ RUN_IDENTITY = ("run_id", "profile", "grid", "seed", *IDENTITY_KEYS)  # what a r
 
 
 def check_overrides(overrides: list[str]) -> None:
-    """Command-line `key.path=value` settings, before anything: each well formed and given once
-    (layering.parse_overrides), none of them part of a run's identity (RUN_IDENTITY): an override changes a
-    run's settings, never which run it is, so a grid's run ids keep meaning what they name."""
-    for key in parse_overrides(overrides):
+    """Command-line `key.path=value` settings, before anything: each well formed (layering.parse_overrides), given
+    once (a key twice, or inside another one given, gropd=... and gropd.lam=..., is refused as a repeated flag is:
+    which one was meant is not for us to guess), none of them part of a run's identity (RUN_IDENTITY): an
+    override changes a run's settings, never which run it is, so a grid's run ids keep meaning what they name."""
+    parse_overrides(overrides)
+    keys = [item.partition("=")[0] for item in overrides]
+    for index, key in enumerate(keys):
+        if clash := next((k for k in keys[:index] if f"{key}.".startswith(f"{k}.") or k.startswith(f"{key}.")), None):
+            given = "given twice" if clash == key else f"given together with {clash}"
+            raise ConfigError("command line", key, given, "each setting once")
+    for key in keys:
         if key.split(".")[0] in RUN_IDENTITY:
             raise ConfigError(
                 "command line",

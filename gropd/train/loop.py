@@ -36,6 +36,7 @@ from eval.suites import Question
 from gropd.config.errors import ConfigError
 from gropd.config.manifests import Manifests
 from gropd.config.schema import CollapseRule, RunConfig
+from gropd.credit import method
 from gropd.model.checkpoints import DTYPES
 from gropd.model.components import PromptRenderer, build_rollout, build_teacher, load_student, pairing_roles
 from gropd.record import tracking
@@ -190,6 +191,7 @@ def build_context(
         pad_id=tokenizer.pad_token_id,
         grader=Grader(thinking=student.mode == "think"),
         dump_dir=dump_dir,
+        method=method(config.method) if config.method else None,
         constant_c=config.constant.c,
     )
     pool = load_prompt_pool(config.train.prompts.source, config.profile, manifests)
@@ -223,7 +225,7 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
         accelerator.load_state(str(path))
         sampler.load_state_dict(state["sampler"])
         history, first = [r for r in run_dir.read_metrics() if r["step"] <= last], last + 1
-        if config.method == "constant":
+        if ctx.method.first_batch_c:
             ctx.constant_c = history[0]["constant_c"]  # c as the first batch set it
         print(f"[{config.run_id}] resuming after step {last}", file=sys.stderr)
     accelerator.wait_for_everyone()  # every rank has read the run's files before rank 0 rewrites one

@@ -41,6 +41,7 @@ from eval.grading import Grader
 from eval.suites import Question
 from gropd.credit import (
     CreditSettings,
+    Method,
     pressure,
     token_advantages,
     token_feedback,
@@ -91,7 +92,8 @@ class StepContext:
     pad_id: int
     grader: Grader  # built with thinking = (student mode is think)
     dump_dir: Path | None = None  # where dump_steps' tensors go (dump_path: batches/step_<N>_rank<R>.pt)
-    constant_c: float | None = None  # c of method constant: config.constant.c, or set from the first batch
+    method: Method | None = None  # the run's method record (gropd/credit.py); None: a scoring pass, no update
+    constant_c: float | None = None  # c of a first_batch_c method: config.constant.c, or set from the first batch
 
     def busiest(self, count: int) -> int:
         """The largest `count` over the data-parallel ranks (every rank calls it: a collective)."""
@@ -125,8 +127,9 @@ def step_seed(seed: int, step: int, rank: int) -> int:
 
 def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: int, step: int = 1) -> Rollout:
     """Sample G responses per prompt, score them under the teacher, and compute f, S and A
-    (A by `config.method`'s credit rule; None when the run has no method, as a scoring pass, or for fullkl,
-    whose loss takes the teacher's whole distribution instead)."""
+    (A by the run's method's rule; None when the run has no method, as a scoring pass, or when its method has no
+    rule: its loss takes the teacher's whole distribution instead)."""
+    method = ctx.method
     G, device = config.train.group_size, ctx.accelerator.device
     sampling = SamplingSettings(config.sampling.temperature, config.sampling.top_p, config.sampling.max_new_tokens)
     t0 = time.perf_counter()
@@ -135,7 +138,7 @@ def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: i
     t1 = time.perf_counter()
     teacher_prompts = [ctx.teacher_prompt(q.question) for q in questions for _ in range(G)]
     teacher_hidden = None
-    if config.method == "fullkl":
+    if method is not None and method.needs_distribution:
         teacher_rows, teacher_hidden = ctx.teacher.score_with_hidden(teacher_prompts, batch.response_ids)
     else:
         teacher_rows = ctx.teacher.score(teacher_prompts, batch.response_ids)
@@ -149,12 +152,12 @@ def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: i
     if config.feedback.zero_format_tokens:
         stopped = torch.tensor([reason == "stop" for reason in batch.finish_reasons], device=device)
         f = without_format_tokens(f, mask, stopped)
-    if config.method == "constant" and ctx.constant_c is None:
+    if method is not None and method.first_batch_c and ctx.constant_c is None:
         totals = ctx.mean_over_ranks({"abs_f": float(f.abs().sum()), "tokens": float(mask.sum())})
         ctx.constant_c = totals["abs_f"] / totals["tokens"]  # mean |f| over the first batch's response tokens
     advantages, stats = (None, {"degenerate_groups": 0})
-    if config.method not in (None, "fullkl"):
-        advantages, stats = token_advantages(config.method, f, mask, credit_settings(config, ctx.constant_c))
+    if method is not None and method.rule is not None:
+        advantages, stats = token_advantages(method.name, f, mask, credit_settings(config, ctx.constant_c))
     scores = trajectory_scores(f, mask, config.gropd.gamma)
     seconds = {"rollout": t1 - t0, "teacher": t2 - t1, "credit": time.perf_counter() - t2}
     return Rollout(
@@ -311,7 +314,7 @@ def _micro_batch_loss(
     the exact per-token KL to the teacher's whole distribution (gropd/loss.py)."""
     t, b = config.train, config.backend
     prompts, responses = rollout.batch.prompt_ids, rollout.batch.response_ids
-    index, fullkl = torch.tensor(rows), config.method == "fullkl"
+    index, fullkl = torch.tensor(rows), ctx.method.needs_distribution
     device, temperature = ctx.accelerator.device, config.sampling.temperature
     score = reverse_kl_score(ctx.teacher.head, temperature) if fullkl else logprob_score(temperature)
     payload = rollout.teacher_hidden[index.to(rollout.teacher_hidden.device)] if fullkl else None
@@ -400,7 +403,7 @@ def train_step(ctx: StepContext, config, questions: list[Question], step: int) -
         **rollout_metrics(ctx, config, rollout, rewards),
         **update,
         "lr": ctx.scheduler.get_last_lr()[0],
-        **({"constant_c": ctx.constant_c} if config.method == "constant" else {}),
+        **({"constant_c": ctx.constant_c} if ctx.method.first_batch_c else {}),
         "time_rollout_s": rollout.seconds["rollout"],
         "time_teacher_s": rollout.seconds["teacher"],
         "time_update_s": t1 - t0 + rollout.seconds["credit"],
