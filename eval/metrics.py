@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections import Counter
 
 
@@ -26,7 +27,7 @@ def macro(scores: dict[str, float]) -> float:
     """Unweighted mean of the suite scores (unrounded; round only for display)."""
     if not scores:
         raise ValueError("macro needs at least one suite score")
-    return sum(scores.values()) / len(scores)
+    return statistics.fmean(scores.values())  # an exactly rounded sum: the order of the suites does not matter
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -108,7 +108,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
             force=args.force,
             dry_run=args.dry_run,
             results_root=args.results,
-            runs_dir=manifests.root / "runs" / args.profile,
+            experiments_dir=manifests.root,
         )
     else:
         code = 0

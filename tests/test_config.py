@@ -9,7 +9,7 @@ import yaml
 
 from gropd import cli
 from gropd.config import ConfigError, config_hash, load_manifests, resolve_run
-from gropd.config.grids import expand_grid, load_grid, write_run_file
+from gropd.config.grids import expand_grid, load_grid, run_file_path, write_run_file
 from gropd.config.lock import pin, pinned_revision, read_lock
 from gropd.runs.pipeline import find_run_file
 
@@ -132,8 +132,8 @@ def test_score_runs_need_a_pairing_and_no_method(experiments: Path) -> None:
 
 
 def test_run_file_edited_by_user_is_kept(experiments: Path) -> None:
-    runs = experiments / "runs" / "tiny"
     first = entry(experiments)
+    runs = run_file_path(experiments, "tiny", first.run_id)
     path, state = write_run_file(first, runs)
     assert state == "written" and write_run_file(first, runs)[1] == "unchanged"
     path.write_text(path.read_text() + "seed: 7\n")

@@ -58,7 +58,7 @@ def test_a_grid_whose_runs_are_done_starts_no_process(tmp_path: Path, monkeypatc
         finish(root, config.run_id, config)
     monkeypatch.setattr("gropd.runs.jobs.subprocess.Popen", lambda *args, **kwargs: pytest.fail("a process started"))
     out = io.StringIO()
-    settings = {"overrides": [], "force": False, "dry_run": False, "runs_dir": root / "experiments" / "runs" / "tiny"}
+    settings = {"overrides": [], "force": False, "dry_run": False, "experiments_dir": root / "experiments"}
     assert run_grid_jobs(configs, ["finished"] * 2, jobs=2, results_root=root / "results", out=out, **settings) == 0
     assert f"finished           {GROPD}" in out.getvalue() and f"finished           {OPD}" in out.getvalue()
 
@@ -79,7 +79,7 @@ def test_plan_splits_threads_keeps_started_runs_and_round_robins_gpus(tmp_path: 
         overrides=["train.steps=2"],
         force=False,
         results_root=root / "results",
-        runs_dir=root / "experiments" / "runs" / "tiny",
+        experiments_dir=root / "experiments",
         cores=2,
         gpus=[],
     )
@@ -107,7 +107,7 @@ def test_plan_splits_threads_keeps_started_runs_and_round_robins_gpus(tmp_path: 
         overrides=[],
         force=True,
         results_root=root / "results",
-        runs_dir=root / "experiments" / "runs" / "tiny",
+        experiments_dir=root / "experiments",
         cores=16,
         gpus=["3", "5"],
     )

@@ -148,9 +148,13 @@ def run_file_state(entry: RunEntry, path: Path) -> str:
     return "unchanged" if old_digest == _digest(run_file_body(entry)) else "outdated"
 
 
-def write_run_file(entry: RunEntry, runs_dir: Path) -> tuple[Path, str]:
-    """Write runs_dir/<run_id>.yaml; returns (path, "written" | "unchanged" | "kept edited")."""
-    path = runs_dir / f"{entry.run_id}.yaml"
+def run_file_path(experiments_dir: Path, profile: str, run_id: str) -> Path:
+    """experiments/runs/<profile>/<run_id>.yaml: where a run's editable file is (the one place it is named)."""
+    return experiments_dir / "runs" / profile / f"{run_id}.yaml"
+
+
+def write_run_file(entry: RunEntry, path: Path) -> tuple[Path, str]:
+    """Write the entry's run file at `path` (run_file_path); returns (path, "written" | "unchanged" | "kept edited")."""
     state = run_file_state(entry, path)
     if state in ("unchanged", "kept edited"):
         return path, state

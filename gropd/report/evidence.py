@@ -15,6 +15,7 @@ from functools import cached_property, reduce
 from pathlib import Path
 from typing import Any
 
+from eval.metrics import macro
 from gropd.config import ConfigError, load_manifests
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid
 from gropd.config.layering import dotted_to_nested
@@ -74,7 +75,7 @@ def first_last_errors(rows: list[dict[str, Any]], key: str) -> tuple[float, floa
 @dataclass(frozen=True)
 class Final:
     """A finished run's evaluation over the profile's suites: Avg@K, the K it recorded, mean tokens (None when not
-    recorded); Macro = mean of the unrounded suite Avg@K."""
+    recorded); Macro: eval.metrics.macro of the unrounded suite Avg@K (the one definition, summary.json's too)."""
 
     avg: dict[str, float]
     k: dict[str, int | None]
@@ -82,7 +83,7 @@ class Final:
 
     @property
     def macro(self) -> float:
-        return statistics.fmean(self.avg.values())
+        return macro(self.avg)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import TextIO
 
 from gropd.config import RunConfig
 from gropd.config.errors import ConfigError, RunFileError
+from gropd.config.grids import run_file_path
 from gropd.record.run_dir import DONE, RunDir
 from gropd.runs.lifecycle import run_threads, split_threads, usable_cores
 
@@ -65,7 +66,7 @@ def plan_jobs(
     overrides: list[str],
     force: bool,
     results_root: Path,
-    runs_dir: Path,
+    experiments_dir: Path,
     cores: int,
     gpus: list[str],
 ) -> list[Job]:
@@ -73,7 +74,7 @@ def plan_jobs(
     split, planned, cuda_runs = split_threads(cores, jobs), [], 0
     for config in configs:
         threads = run_threads(
-            config, overrides, runs_dir / f"{config.run_id}.yaml", results_root, split
+            config, overrides, run_file_path(experiments_dir, config.profile, config.run_id), results_root, split
         ).backend.threads
         env = {"PYTHONUNBUFFERED": "1"} | ({"OMP_NUM_THREADS": str(threads)} if threads else {})
         if uses_cuda(config, gpus):
@@ -150,7 +151,7 @@ def run_grid_jobs(
     force: bool,
     dry_run: bool,
     results_root: Path,
-    runs_dir: Path,
+    experiments_dir: Path,
     out: TextIO = sys.stderr,
 ) -> int:
     """`gropd.cli grid --jobs N`: plan, say what was chosen, run, summarise; 1 when any run failed.
@@ -169,7 +170,7 @@ def run_grid_jobs(
         overrides=overrides,
         force=force,
         results_root=results_root,
-        runs_dir=runs_dir,
+        experiments_dir=experiments_dir,
         cores=cores,
         gpus=gpus,
     )

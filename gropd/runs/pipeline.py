@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_yaml, resolve_run
-from gropd.config.grids import RunEntry, expand_grid, grid_entry, load_grid, write_run_file
+from gropd.config.grids import RunEntry, expand_grid, grid_entry, load_grid, run_file_path, write_run_file
 from gropd.credit import method
 from gropd.record.run_dir import DONE, RunDir
 from gropd.record.run_lock import hold_run
@@ -34,14 +34,13 @@ def grid_entries(manifests: Manifests, grids: list[str], seeds: list[int] | None
 
 def materialise(manifests: Manifests, profile: str, entries: list[RunEntry]) -> list[tuple[RunEntry, Path, str]]:
     """Write (or keep, when edited) experiments/runs/<profile>/<run_id>.yaml for each entry."""
-    runs_dir = manifests.root / "runs" / profile
-    return [(entry, *write_run_file(entry, runs_dir)) for entry in entries]
+    return [(entry, *write_run_file(entry, run_file_path(manifests.root, profile, entry.run_id))) for entry in entries]
 
 
 def find_run_file(manifests: Manifests, profile: str, run_id: str) -> Path:
     """The run's YAML, generated from its grid if it does not exist yet."""
-    path = manifests.root / "runs" / profile / f"{run_id}.yaml"
-    return path if path.exists() else write_run_file(grid_entry(run_id, manifests.root, path), path.parent)[0]
+    path = run_file_path(manifests.root, profile, run_id)
+    return path if path.exists() else write_run_file(grid_entry(run_id, manifests.root, path), path)[0]
 
 
 def load_run(manifests: Manifests, profile: str, run_id: str, overrides: list[str] | None = None) -> RunConfig:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gropd.config import ConfigError, Manifests, RunConfig, resolve_run
-from gropd.config.grids import IDENTITY_KEYS, RunEntry, grid_entry, run_file_state
+from gropd.config.grids import IDENTITY_KEYS, RunEntry, grid_entry, run_file_path, run_file_state
 from gropd.config.layering import parse_overrides
 from gropd.runs.lifecycle import run_threads
 
@@ -43,15 +43,11 @@ def check_overrides(overrides: list[str]) -> None:
             )
 
 
-def run_file_path(manifests: Manifests, profile: str, run_id: str) -> Path:
-    return manifests.root / "runs" / profile / f"{run_id}.yaml"
-
-
 def planned_run(
     manifests: Manifests, profile: str, entry: RunEntry, overrides: list[str], results_root: Path
 ) -> RunConfig:
     """A grid run's config as `grid` will run it (with its thread count: gropd/runs/lifecycle.py)."""
-    run_file = run_file_path(manifests, profile, entry.run_id)
+    run_file = run_file_path(manifests.root, profile, entry.run_id)
     if run_file_state(entry, run_file) in ("unchanged", "kept edited"):
         return run_threads(resolve_run(run_file, profile, manifests, overrides), overrides, run_file, results_root)
     config = resolve_run(None, profile, manifests, overrides, entry_values=entry.values)
@@ -63,7 +59,7 @@ def planned_run_id(
 ) -> RunConfig:
     """`run RUN_ID`'s config: its run file when it exists (any run file, a grid's or the user's own), else
     its grid entry (ConfigError when no grid has it)."""
-    run_file = run_file_path(manifests, profile, run_id)
+    run_file = run_file_path(manifests.root, profile, run_id)
     if run_file.exists():
         return run_threads(resolve_run(run_file, profile, manifests, overrides), overrides, run_file, results_root)
     return planned_run(manifests, profile, grid_entry(run_id, manifests.root, run_file), overrides, results_root)
