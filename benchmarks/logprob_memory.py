@@ -74,7 +74,7 @@ TINY_BODY = dict(
 def old_response_logprobs(
     model: torch.nn.Module, batch: PackedBatch, temperature: float = 1.0, with_entropy: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The implementation before issue 14, kept here as the reference: logits at every
+    """The implementation before the chunked LM head, kept here as the reference: logits at every
     position, a float32 copy, a full log-softmax `[B, P+T, V]` and its exp for the entropy."""
     width, length = batch.prompt_width, batch.response_ids.shape[1]
     logits = model(

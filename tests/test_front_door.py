@@ -1,4 +1,4 @@
-"""The front door (issue 24): a bad input anywhere on the command line stops with exit status 2 and a
+"""The front door: a bad input anywhere on the command line stops with exit status 2 and a
 message naming the flag or file, the key and what is expected, before anything is written: nothing
 under experiments/, results/ or paper_figures/ changes (tests/tree_snapshot.py).
 

@@ -1,4 +1,4 @@
-"""Reports at the command line (issue 24, its report-layer items): bad results input stops with exit status 2 and
+"""Reports at the command line: bad results input stops with exit status 2 and
 a message naming the file or directory and the way out, and leaves experiments/, results/ and paper_figures/ as
 they were (the artefacts of a build are published all-or-nothing); a run file edited since it ran is refused as
 `grid` refuses it; a finished run without a usable summary is named in the Missing line of what it would be in."""
