@@ -127,6 +127,7 @@ def test_gropd_against_opd_paired_by_seed(beats_world):
     }
     rows = {row[0]: row for row in s.tables[0][2]}
     assert rows[T3][3] == "—, 2 collapsed" and rows[T4][4:6] == ["+1.00 (n=1)", "no difference resolved at 1 seed"]
+    assert rows[T3][4:6] == ["—", "not used: a collapse decides"]  # not "no difference" beside "reproduced"
     assert [line.split(":")[0] for line in s.missing] == [
         f"`table1__{P3}__opd`",
         f"`table1__{P3}__opd__seed1`",

@@ -130,7 +130,8 @@ def beats_rule(ev: Evidence, claim: ClaimSettings) -> Section:
         verdict = broken(first, second) or verdicts.beats(a, a_collapsed, b, b_collapsed, names)
         cells[ev.title(first.pairing)] = verdict
         interval = paired(a, b)
-        shown = ["—", "—"] if interval is None else [interval.text(), comparison(interval, names)]
+        call = "not used: a collapse decides" if a_collapsed or b_collapsed else None  # (verdicts.beats' order)
+        shown = ["—", call or "—"] if interval is None else [interval.text(), call or comparison(interval, names)]
         compared = f"{first.label} vs {second.label}"
         rows.append(
             [ev.title(first.pairing), compared, text(a, a_collapsed), text(b, b_collapsed), *shown, verdict.outcome]
