@@ -1,7 +1,7 @@
 """`--jobs N`: a grid's runs N at a time, each in its own `python -m gropd.cli run RUN_ID` process.
 
-Each process gets the grid's command-line overrides (and --force) plus `backend.threads=T`
-(gropd/runs/lifecycle.py: T = cores // N for runs not started yet; a started run keeps its own),
+Each process gets the grid's command-line overrides (and --force) plus `backend.threads=T` unless they set it
+themselves (gropd/runs/lifecycle.py: T = cores // N for runs not started yet; a started run keeps its own),
 OMP_NUM_THREADS=T, and on CUDA one GPU, round-robin over the visible ones
 (CUDA_VISIBLE_DEVICES). A run is a single process here; the paper profile's multi-GPU runs
 use their own launchers (experiments/launch/), which --jobs does not pack.
@@ -28,7 +28,7 @@ from gropd.config import RunConfig
 from gropd.config.errors import ConfigError, RunFileError
 from gropd.config.grids import run_file_path
 from gropd.record.run_dir import DONE, RunDir
-from gropd.runs.lifecycle import run_threads, split_threads, usable_cores
+from gropd.runs.lifecycle import run_threads, split_threads, threads_on_command_line, usable_cores
 
 POLL_S = 0.2
 
@@ -82,7 +82,9 @@ def plan_jobs(
             cuda_runs += 1
         run = ["run", config.run_id, "--profile", config.profile, *overrides]
         command = [sys.executable, "-m", "gropd.cli", "--results", str(results_root), *run]
-        command += [f"backend.threads={'null' if threads is None else threads}"] + (["--force"] if force else [])
+        if not threads_on_command_line(overrides):  # else the overrides already carry it (a key is given once)
+            command += [f"backend.threads={'null' if threads is None else threads}"]
+        command += ["--force"] if force else []
         planned.append(Job(config.run_id, threads, command, env))
     return planned
 

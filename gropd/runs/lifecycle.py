@@ -121,9 +121,14 @@ def split_threads(cores: int, jobs: int) -> int:
     return max(1, cores // jobs)
 
 
+def threads_on_command_line(overrides: list[str]) -> bool:
+    """Whether the command line's key=value overrides set backend.threads."""
+    return any(item.partition("=")[0].strip() == "backend.threads" for item in overrides)
+
+
 def threads_set_on_purpose(overrides: list[str], run_file: Path | None) -> bool:
     """Whether backend.threads comes from the command line or the run's own YAML file."""
-    if any(item.partition("=")[0].strip() == "backend.threads" for item in overrides):
+    if threads_on_command_line(overrides):
         return True
     if run_file is None or not run_file.exists():
         return False
