@@ -4,6 +4,8 @@
 #   ./reproduce.sh TARGET [--profile paper|tiny|rehearsal] [--seeds N] [--jobs N] [--full] [--dry-run]
 #                         [--from-results] [--results DIR] [--force] [key.path=value ...]
 #   ./reproduce.sh test [--fast] [pytest arguments ...]
+#   ./reproduce.sh gpu-env                     (once, from any node: .venv for the paper profile on GPUs)
+#   ./reproduce.sh check [--processes N] [--serving LABEL] [--results DIR]   (on a compute node, in a job)
 #
 # Targets
 #   table1   train + evaluate the 5 pairings x {GR-OPD, vanilla OPD}, then write Table 1
@@ -27,6 +29,14 @@
 #   rehearse the paper profile's code path on this CPU (bf16 over float32 masters, 2 processes with FSDP2,
 #            a teacher server, evaluation in processes of its own, a kill and a resume) and its checks: minutes
 #   test     run the test suite (what CI runs): minutes
+#   gpu-env  make or upgrade .venv for the paper profile on GPUs: requirements.txt, then requirements-gpu.txt
+#            (vLLM 0.33.0, torch 2.14.0 for CUDA 13); from any node, the login node too (pip only downloads). Every
+#            later target keeps it; a job whose .venv lacks it stops at `check` naming this command
+#   check    the job's environment, before anything loads (slurm_run.sbatch and teacher_server.sh run it first;
+#            run it by hand on a compute node): .venv made by gpu-env, CUDA devices = --processes, driver and
+#            torch build, CPUs of the step, vLLM at its pin, every pinned snapshot in the offline Hub cache, the
+#            teacher server(s) answering with the pinned model, free disk for checkpoints under --results. Each
+#            failure is one line saying what to set; exit 2 (gropd/runs/preflight_env.py)
 #
 # Flags (each refused where it does not apply; every input is checked before anything is written)
 #   --profile P      paper, tiny or rehearsal; without it: paper when CUDA is present, tiny otherwise (it
@@ -41,6 +51,9 @@
 #                    committed tiny runs behind the README: --from-results --results results/reference)
 #   --force          start changed or broken runs afresh (their results are deleted first)
 #   --fast           (test) skip the tests marked slow (those that train or build tiny models)
+#   --processes N    (check) the processes the job starts on this node, one per GPU (default: SLURM_GPUS_ON_NODE,
+#                    else the GPUs nvidia-smi lists, else 8)
+#   --serving LABEL  (check) for teacher_server.sh: this node serves LABEL (its snapshot; no teacher server to reach)
 #   key.path=value   override any run setting, e.g. gropd.lam=0.5 train.steps=60
 #   -h, --help       this text
 #
@@ -54,20 +67,26 @@ cd "$(dirname "$0")"
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${0##*/}"; }
 
 # --- 1. environment: a local .venv with pinned requirements, made on first use ----------
-ensure_venv() {
-  local stamp=.venv/.requirements.sha256 want
-  want=$(cat requirements.txt $( [ -f .venv/.gpu ] && echo requirements-gpu.txt ) | sha256sum | cut -c1-64)
-  if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    echo "setting up .venv (pinned requirements; first run only)" >&2
-    python3.11 -m venv .venv 2>/dev/null || python3 -m venv .venv
-    .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -r requirements.txt
-    .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
-    if command -v nvidia-smi >/dev/null 2>&1 && [ -f requirements-gpu.txt ]; then
-      echo "CUDA machine: installing the GPU extra (vLLM)" >&2
-      .venv/bin/python -m pip install -q -r requirements-gpu.txt && touch .venv/.gpu
-    fi
-    cat requirements.txt $( [ -f .venv/.gpu ] && echo requirements-gpu.txt ) | sha256sum | cut -c1-64 > "$stamp"
+# requirements.txt always; requirements-gpu.txt too once `./reproduce.sh gpu-env` asked for it (.venv/.gpu): the
+# GPU environment is installed on purpose, from any node, never by accident of where .venv was first made. The
+# stamp is the hash of exactly the files installed, written once the last install has succeeded.
+venv_files() { echo requirements.txt; if [[ "${1:-}" == gpu || -f .venv/.gpu ]]; then echo requirements-gpu.txt; fi; }
+venv_stamp() { cat $(venv_files "$@") | sha256sum | cut -c1-64; }
+venv_current() { [ -x .venv/bin/python ] && [ "$(cat .venv/.requirements.sha256 2>/dev/null)" = "$(venv_stamp "$@")" ]; }
+ensure_venv() {  # ensure_venv [gpu]
+  venv_current "$@" && return 0
+  echo "setting up .venv ($(venv_files "$@" | paste -sd ' '); first run, or the requirements changed)" >&2
+  [ -x .venv/bin/python ] || python3.11 -m venv .venv 2>/dev/null || python3 -m venv .venv
+  rm -f .venv/.requirements.sha256  # an install cut short leaves no stamp: the next call installs again
+  if [ "${1:-}" = gpu ]; then touch .venv/.gpu; fi
+  .venv/bin/python -m pip install -q --upgrade pip
+  for file in $(venv_files); do .venv/bin/python -m pip install -q -r "$file"; done
+  .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
+  venv_stamp > .venv/.requirements.sha256
+}
+gpu_note() {  # on a GPU node whose .venv has no GPU environment: say how to get it (installing is on purpose)
+  if [ ! -f .venv/.gpu ] && (nvidia-smi -L 2>/dev/null || true) | grep -q '^GPU'; then
+    echo "note: this node has NVIDIA GPUs but .venv has no GPU environment (vLLM): ./reproduce.sh gpu-env installs it" >&2
   fi
 }
 
@@ -75,7 +94,7 @@ ensure_venv() {
 case "$1" in -h|--help|help) usage; exit 0;; esac
 target=$1; shift
 case "$target" in
-  table1|table2|fig1|fig3|fig4|table6|tables|claims|all|controls|runs|status|pin|world|rehearse|test) ;;
+  table1|table2|fig1|fig3|fig4|table6|tables|claims|all|controls|runs|status|pin|world|rehearse|test|gpu-env|check) ;;
   *) echo "unknown target '$target'" >&2; usage >&2; exit 2;;
 esac
 
@@ -92,6 +111,9 @@ profile=""; seeds=""; jobs=""; dry=""; from_results=""; force=""; results=""; fa
 while [ $# -gt 0 ]; do
   if [ "$target" = test ] && [[ "$1" != --fast && "$1" != -h && "$1" != --help ]]; then
     passthrough+=("$1"); shift; continue  # pytest's own arguments
+  fi
+  if [ "$target" = check ] && [[ "$1" != -h && "$1" != --help ]]; then
+    passthrough+=("$1"); shift; continue  # the check's own (gropd/runs/preflight_env.py checks them)
   fi
   if [[ "$1" =~ ^--(profile|seeds|jobs|results)$ ]]; then  # its value: the next argument, unless a flag
     [[ $# -ge 2 && -n "$2" && ( "$2" != -* || "$2" =~ ^-[0-9] ) ]] || die "$1 needs a value ($(expects "$1"))"
@@ -136,7 +158,19 @@ for flag in "${given[@]}"; do
   fi
 done
 
+if [ "$target" = check ]; then  # a job never installs: it stops, naming the command that does
+  venv_current gpu && [ -f .venv/.gpu ] ||
+    die "check: .venv has no current GPU environment (requirements.txt + requirements-gpu.txt: vLLM, torch for CUDA; made \
+by gpu-env, and stamped once installed): run ./reproduce.sh gpu-env once, from any node (the login node too), then resubmit"
+  exec .venv/bin/python -m gropd.runs.preflight_env "${passthrough[@]}"
+fi
+if [ "$target" = gpu-env ]; then
+  ensure_venv gpu
+  echo "gpu-env: .venv holds $(venv_files gpu | paste -sd ' ') (stamp .venv/.requirements.sha256); on a compute node: ./reproduce.sh check" >&2
+  exit 0
+fi
 ensure_venv
+gpu_note
 export PYTHONUNBUFFERED=1
 # Python runs as a child that signals reach: bash alone dies of SIGTERM and leaves its child running (a grid
 # orphaned, and a second writer on its runs when the command is run again), and a background child ignores

@@ -24,6 +24,9 @@ that stopped it) / not run:
     evaluate  evaluation with vLLM engines after training, in processes of their own: `gropd.cli evaluate
               RUN_ID --profile rehearsal` under accelerate launch (2 shards) where that command exists; else the
               run's own evaluation (rank 0, in-process) is what ran, and its outcome is reported
+    single    the single-process route: `gropd.cli run` in one process (no launcher), TRAIN_STEPS rollout batches
+              with a vLLM rollout engine, which it shuts down before its evaluation starts in a process of its own
+              (`gropd.cli evaluate RUN_ID --recorded`) with a vLLM engine: finished, with another process's session
 
     python benchmarks/vllm_rehearsal.py [--keep DIR]      (from the repository root, vLLM importable)
 """
@@ -283,6 +286,24 @@ def main(argv: list[str] | None = None) -> int:
             return f"{route}: Macro {summary['macro']:.2f} over {len(summary['suites'])} suites with vLLM engines"
 
         results.append(stage("evaluate", evaluate))
+
+        def single() -> str:
+            log, one = logs / "single.log", RunDir(Path("results-one") / "rehearsal" / RUN_ID)
+            command = [sys.executable, "-m", "gropd.cli", "--results", "results-one", "run", RUN_ID]
+            command += ["--profile", "rehearsal", f"backend.teacher_url={url}", *overrides]
+            with log.open("w") as out:
+                env = {**os.environ, "OMP_NUM_THREADS": "1"}
+                process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+                code = process.wait(timeout=TIMEOUT_S)
+            status = one.read_status() or {}
+            assert code == 0 and status.get("status") == "finished", f"exit {code}, {status.get('status')} (see {log})"
+            assert status.get("pid") != process.pid, "its evaluation ran in the training process"
+            return (
+                f"one process trained {TRAIN_STEPS} steps with a vLLM rollout engine, shut it down, and evaluated in a "
+                f"process of its own with a vLLM engine: Macro {one.read_summary()['macro']:.2f}"
+            )
+
+        results.append(stage("single", single))
     finally:
         import signal
 

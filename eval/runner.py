@@ -231,7 +231,7 @@ def evaluate_model(
     out.mkdir(parents=True, exist_ok=True)
     rank, world = shard
     plan = [
-        (name, index, len(chunk) * spec.k)
+        (name, index, len(chunk) * spec.k * (spec.expected_tokens or 1))  # expected tokens (eval/shards.py)
         for name, (spec, qs) in suites.items()
         for index, chunk in chunks(qs, batch_prompts)
     ]

@@ -3,8 +3,12 @@ rank 0 merges them into the suite files.
 
 Chunk c of a suite (runner.chunks: `batch_prompts` consecutive questions, sampled with one call seeded
 chunk_seed(seed, suite, c)) is always sampled whole, by one shard, so no record depends on the number
-of shards. The chunks go to shards by cost (questions × K), largest first, each to the least-loaded
-shard (ties to the lowest rank).
+of shards. The chunks go to shards by cost, largest first, each to the least-loaded shard (ties to the
+lowest rank). A chunk's cost is the tokens it is expected to generate: questions × K × the suite's
+`expected_tokens` (suites.yaml: an estimate of its mean response length; a suite without one counts 1 token
+a sample, so give every suite of a profile one or none). Long suites (AIME, AMC: K = 32 and long responses)
+then start first on shards of their own instead of setting the tail while other GPUs idle. The estimate
+steers only who samples what, never a record.
 
     1 shard    writes out_dir/<suite>.jsonl itself
     W shards   shard r appends to out_dir/shards/<suite>.<r>.jsonl, then writes out_dir/shards/done.<r>of<W>

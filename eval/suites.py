@@ -72,6 +72,7 @@ class SuiteSpec(BaseModel):
     source: Annotated[HubSource | TinySource, Field(discriminator="kind")]
     local_jsonl: str | None = None
     ids: tuple[str, ...] | None = None
+    expected_tokens: int | None = Field(default=None, ge=1)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
     python -m gropd.cli grid    G ... [--profile P] [--seeds N] [--jobs N] [--dry-run] [--force]
                                      [key.path=value ...]
     python -m gropd.cli run     RUN_ID [--profile P] [--force] [key.path=value ...]
-    python -m gropd.cli evaluate RUN_ID [--profile P] [key.path=value ...]   (one shard per launched process)
+    python -m gropd.cli evaluate RUN_ID [--profile P] [key.path=value ... | --recorded]   (a shard a process)
     python -m gropd.cli status  [--profile P ...] [key.path=value ...]
     python -m gropd.cli report  NAME ... [--profile P]
     python -m gropd.cli pin     [--profile paper]
@@ -37,6 +37,7 @@ from gropd.runs.lifecycle import changed_error, run_state
 from gropd.runs.pipeline import execute, find_run_file, grid_entries, materialise, planned_state
 from gropd.runs.plan import check_overrides, planned_run, planned_run_id
 from gropd.runs.preflight import preflight
+from gropd.runs.session import Ranks
 from gropd.runs.status import format_table, status_rows
 
 EXPERIMENTS = Path("experiments")
@@ -73,7 +74,8 @@ def refusal(config: RunConfig, state: str, manifests: Manifests, results: Path) 
     """Why `grid` would refuse to start this run (another process writing it, changed, unpinned, no teacher
     server, a tracker not installed, an engine that does not fit), or None."""
     try:
-        check_free(RunDir.at(results, config.profile, config.run_id).root)
+        if Ranks.of(config).main:  # the run's writer (under a launcher, the other ranks see rank 0 holding it)
+            check_free(RunDir.at(results, config.profile, config.run_id).root)
         if state == "changed":
             raise changed_error(RunDir.at(results, config.profile, config.run_id), config, manifests)
         preflight(config, manifests)
@@ -134,10 +136,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from gropd.runs.pipeline import evaluate
+    """Evaluate a trained run: its config resolved as `run` resolves it (the same key=value overrides), or with
+    --recorded the config it recorded (what a one-process `run` starts after training)."""
+    from gropd.runs.pipeline import evaluate, recorded_config
 
     manifests = _manifests(args.profile)
-    config = planned_run_id(manifests, args.profile, args.run_id, args.overrides, args.results)
+    if args.recorded and args.overrides:
+        given = " ".join(args.overrides)
+        raise ConfigError("command line", "--recorded", f"given with {given}", "the recorded config alone")
+    if args.recorded:
+        config = recorded_config(args.results, args.profile, args.run_id)
+    else:
+        config = planned_run_id(manifests, args.profile, args.run_id, args.overrides, args.results)
     status = evaluate(config, manifests, args.results, args.shard)
     print(f"{config.run_id}: {status.get('status')}")
     return 0
@@ -245,6 +255,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--force", action="store_true")
     evaluate = sub.add_parser("evaluate", parents=[common], help="evaluate a trained run (a shard per process)")
     evaluate.add_argument("run_id")
+    evaluate.add_argument("--recorded", action="store_true", help="with the config the run recorded (config.yaml)")
     status = sub.add_parser("status", help="one table of every run of every grid, from results/")
     status.add_argument("--profile", dest="profiles", action="append", help="default: profiles with results")
     report = sub.add_parser("report", parents=[common], help="rebuild tables/figures from results/ only")

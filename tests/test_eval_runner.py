@@ -51,18 +51,21 @@ class FakeEngine:
         pass
 
 
-def _suite(name: str, k: int) -> tuple[SuiteSpec, list[Question]]:
-    spec = SuiteSpec(name=name, title=name, k=k, paper_questions=6, version=1, source={"kind": "tiny", "task": "add"})
+def _suite(name: str, k: int, expected_tokens: int | None = None) -> tuple[SuiteSpec, list[Question]]:
+    source = {"kind": "tiny", "task": "add"}
+    spec = SuiteSpec(
+        name=name, title=name, k=k, paper_questions=6, version=1, source=source, expected_tokens=expected_tokens
+    )
     return spec, [Question(f"q{i}", f"{name}/{i}", "7") for i in range(len(CORRECT[name]))]
 
 
 SUITES = {"s4": _suite("s4", 4), "s2": _suite("s2", 2)}
 
 
-def _run(engine, out_dir, progress=False, shard=(0, 1)):
+def _run(engine, out_dir, progress=False, shard=(0, 1), suites=SUITES):
     return evaluate_model(
         engine,
-        suites=SUITES,
+        suites=suites,
         render_prompt=render,
         decode=decode,
         out_dir=out_dir,
@@ -177,6 +180,32 @@ def test_two_shards_write_the_records_and_summary_of_one(tmp_path):
         suffix = "json" if name == "summary" else "jsonl"
         assert (out / f"{name}.{suffix}").read_bytes() == (tmp_path / "one" / f"{name}.{suffix}").read_bytes()
     assert not (out / "shards").exists()
+
+
+def test_shards_balance_the_tokens_a_chunk_is_expected_to_generate(tmp_path):
+    """s2's one chunk (2 questions x K 2) is expected to generate 2 x 2 x 1000 = 4,000 tokens, s4's three chunks
+    8 x 10, 8 x 10 and 4 x 10: by expected tokens (largest first, least-loaded shard) s2's chunk is shard 0's alone
+    and shard 1 samples all of s4 (by questions x K, 8, 8, 4, 4, shard 1 would also take s2's long chunk).
+    The records are still those of one process."""
+    suites = {"s4": _suite("s4", 4, expected_tokens=10), "s2": _suite("s2", 2, expected_tokens=1000)}
+    reference = _run(FakeEngine(), tmp_path / "one", suites=suites)
+    out, second = tmp_path / "two", FakeEngine()
+    assert _run(second, out, shard=(1, 2), suites=suites) is None
+    assert [prompts for prompts, _, _ in second.calls] == [["s4/0", "s4/1"], ["s4/2", "s4/3"], ["s4/4"]]
+    first = FakeEngine()
+    assert _run(first, out, shard=(0, 2), suites=suites) == reference
+    assert [prompts for prompts, _, _ in first.calls] == [["s2/0", "s2/1"]]
+    for name in suites:
+        assert (out / f"{name}.jsonl").read_bytes() == (tmp_path / "one" / f"{name}.jsonl").read_bytes()
+
+
+def test_every_paper_suite_has_a_length_estimate_for_its_shards(experiments):
+    from eval.suites import load_suite_manifest
+
+    specs = load_suite_manifest(experiments / "suites.yaml", "paper")
+    lengths = {name: spec.expected_tokens for name, spec in specs.items()}
+    assert all(lengths.values()), lengths
+    assert min(lengths["aime24"], lengths["amc23"]) > max(lengths["math500"], lengths["minerva"])
 
 
 def test_an_interrupted_sharded_evaluation_resumes_on_one_process(tmp_path):

@@ -3,7 +3,10 @@ config adapted to CPU (experiments/launch/cpu_fsdp.yaml) and a small token budge
 ranks trains (sharded) and stops at `trained`; a resubmitted launch finds it trained and returns;
 `evaluate` under the launcher evaluates it as 2 shards, with the per-sample records of 1 process;
 and the run's learning rate at every step is the 1-process run's (the tiny profile's linear warm-up).
-The ranks draw their own samples, so other numbers match the 1-process run in kind, not in value."""
+The ranks draw their own samples, so other numbers match the 1-process run in kind, not in value: the
+transformers teacher has the same weights on both ranks (the run checks it and says so) and the mean |f| is
+the 1-process run's in scale (a rank scoring with a zeros teacher, a uniform distribution, logged ~2.0 against
+~0.13)."""
 
 from __future__ import annotations
 
@@ -54,6 +57,7 @@ def test_two_processes_train_then_evaluate_in_processes_of_their_own(tmp_path: P
     two = RunDir(root / "results" / "tiny" / RUN)
     assert two.read_status()["status"] == "trained" and "[eval" not in trained
     assert "evaluated by processes of its own" in trained and "train.replicas is 1" in trained
+    assert "teacher I4 (" in trained and "the same weights on all 2 processes" in trained
 
     again = ok(cli(root, LAUNCH, "results"))  # a resubmitted job: trained, nothing to wait for
     assert "[eval" not in again and two.read_status()["status"] == "trained"
@@ -78,5 +82,7 @@ def test_two_processes_train_then_evaluate_in_processes_of_their_own(tmp_path: P
     metrics = [r.read_metrics() for r in (two, one)]
     assert [len(m) for m in metrics] == [2, 2] and metrics[0][0].keys() == metrics[1][0].keys()
     assert [r["lr"] for r in metrics[0]] == [r["lr"] for r in metrics[1]]  # one schedule step per update
+    two_f, one_f = (sum(r["mean_abs_feedback"] for r in m) / len(m) for m in metrics)
+    assert 0.5 < two_f / one_f < 2, (two_f, one_f)  # the same teacher on both ranks: |f| of the same scale
     for record in metrics[0]:
         assert 0 <= record["verifier_reward"] <= 1 and record["logprob_forwards_min"] >= 1

@@ -1,6 +1,6 @@
 """Checks before a run loads anything (gropd/runs/preflight.py): the 32B teacher served by default in the
-paper profile, a served teacher without an address stopped at once (exit 2), its address outside the
-config hash, and the fit check on the run's own engines."""
+paper profile, a served teacher found through its address file when no address is given, its address outside
+the config hash, and the fit check on the run's own engines."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from gropd.cli import main
-from gropd.config import ConfigError, config_hash, load_manifests
+from gropd.config import config_hash, load_manifests
 from gropd.config.resolve import resolve_run
 from gropd.model.fit import FitError
-from gropd.runs.preflight import require_fits, require_one_gpu_engines, require_teacher_server
+from gropd.runs.preflight import require_fits, require_one_gpu_engines
 
 H100 = 81559 * 2**20
 
@@ -46,16 +46,20 @@ def test_the_32b_pairings_score_through_a_server_in_the_paper_profile_only(exper
     assert config(experiments, "paper", "I32think-B1.7", "backend.teacher=vllm").backend.teacher == "vllm"
 
 
-def test_a_served_teacher_without_an_address_stops_before_anything_loads(
-    experiments: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
-) -> None:
+def test_a_served_teacher_without_an_address_follows_its_address_file(experiments: Path) -> None:
+    """Runs learn where the server is from the file its launch script writes (and rewrites when it moves), not
+    only from an address given at submission; an explicit backend.teacher_url stays a fixed address."""
+    from gropd.model.components import pairing_roles
+    from gropd.model.teacher.server import teacher_address
+
     write_fake_lock(experiments)
-    with pytest.raises(ConfigError, match=r"backend.teacher_url: missing.*teacher_server.sh I32"):
-        require_teacher_server(config(experiments, "paper", "I32nothink-I1.7nothink"), load_manifests(experiments))
-    monkeypatch.chdir(experiments.parent)
-    code = main(["run", "table1__I32nothink-I1.7nothink__gropd", "--profile", "paper"])
-    assert code == 2 and "TEACHER_URL" in capsys.readouterr().err
-    assert not (experiments.parent / "results").exists()  # nothing loaded, nothing written
+    run = config(experiments, "paper", "I32nothink-I1.7nothink")
+    label = pairing_roles(run, load_manifests(experiments))[1].label
+    assert run.backend.teacher_url is None and label == "I32"
+    assert teacher_address(None, label, {}).file == Path(".teachers/I32.url")
+    assert teacher_address(None, label, {"GROPD_TEACHER_DIR": "/shared/t"}).file == Path("/shared/t/I32.url")
+    fixed = teacher_address("http://a:8000/", label, {"GROPD_TEACHER_DIR": "/shared/t"})
+    assert fixed.current() == "http://a:8000" and fixed.file is None
 
 
 def test_the_teacher_address_is_not_part_of_the_run(experiments: Path) -> None:

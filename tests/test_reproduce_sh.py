@@ -74,10 +74,10 @@ def test_help_lists_every_target_and_flag_the_readme_names(tmp_path: Path) -> No
     section = readme[readme.index("## Targets") :].split("\n## ", 1)[0]
     lines = [line for line in readme.splitlines() if "reproduce.sh" in line] + [section]
     flags = {flag for line in lines for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]+", line)}
-    targets = set(re.findall(r"\./reproduce\.sh ([a-z]\w*)", readme)) | set(
+    targets = set(re.findall(r"\./reproduce\.sh ([a-z][\w-]*)", readme)) | set(
         re.search(r"lists them: `([^`]+)`", section)[1].split()
     )
-    helped = set(re.findall(r"^  ([a-z]\w*) ", help_text[help_text.index("Targets") :], re.M))
+    helped = set(re.findall(r"^  ([a-z][\w-]*) ", help_text[help_text.index("Targets") :], re.M))
     accepted = re.search(r"\n  (table1\|[^)]+)\) ;;", (REPO / "reproduce.sh").read_text())[1].split("|")
     assert {"--results", "--fast", "--from-results", "--dry-run"} <= flags and "rehearse" in targets
     assert [flag for flag in sorted(flags) if flag not in help_text] == []

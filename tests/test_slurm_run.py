@@ -1,55 +1,105 @@
-"""experiments/launch/slurm_run.sbatch under a fake SLURM: `srun` runs its command once per node (with
-SLURM_NODEID), `scontrol` names the nodes, `accelerate` records how it was launched. A job trains the run,
-then evaluates it with a second launch (processes of its own, every GPU), offline after `pin`, with the
-launch config and process count of its node count."""
+"""experiments/launch/slurm_run.sbatch under a fake SLURM. `srun` runs its command once per node (with
+SLURM_NODEID) on the CPUs Slurm 22.05-23.02 give a step: --cpus-per-task when srun is given it (or
+SRUN_CPUS_PER_TASK), else one CPU a task, whatever the job asked: from 22.05 srun no longer reads
+SLURM_CPUS_PER_TASK (the 22.05 release notes; srun(1), SRUN_CPUS_PER_TASK), while the job's environment,
+SLURM_CPUS_PER_TASK included, is passed on unchanged (srun --export=ALL, its default). The fake binds the step
+with taskset, as Slurm's task/affinity plugin binds it. `scontrol` names the nodes, `accelerate` records how it
+was launched and the CPUs it may run on. The environment check (`./reproduce.sh check`, tested on its own in
+test_preflight_env.py and test_gpu_env.py) runs as reproduce.sh runs it: .venv's GPU stamp checked in bash,
+then `.venv/bin/python -m gropd.runs.preflight_env`, which a stand-in python records (and fails when told).
+A job checks its environment on every node first, trains the run, then evaluates it with a second launch
+(processes of its own, every GPU), offline after `pin`, with the launch config and process count of its node
+count."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "experiments" / "launch" / "slurm_run.sbatch"
+STEP = "import json, os; print(json.dumps({'node': os.environ['SLURM_NODEID'], 'cpus': len(os.sched_getaffinity(0))}))"
 FAKES = {
     "srun": """#!/usr/bin/env bash
-nodes=1
-while [[ "$1" == --* ]]; do [[ "$1" == --nodes=* ]] && nodes=${1#--nodes=}; shift; done
-for ((node = 0; node < nodes; node++)); do SLURM_NODEID=$node "$@" || exit $?; done
+nodes=1 cpus=${SRUN_CPUS_PER_TASK:-1}
+while [[ "$1" == --* ]]; do
+  case "$1" in --nodes=*) nodes=${1#--nodes=};; --cpus-per-task=*) cpus=${1#--cpus-per-task=};; esac
+  shift
+done
+have=$(nproc)
+for ((node = 0; node < nodes; node++)); do
+  SLURM_NODEID=$node taskset -c "0-$(( (cpus < have ? cpus : have) - 1 ))" "$@" || exit $?
+done
 """,
     "scontrol": "#!/usr/bin/env bash\nprintf 'gpu-a\\ngpu-b\\n'\n",
     "accelerate": """#!/usr/bin/env python3
 import json, os, sys
 offline = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
 with open(os.environ["LAUNCHES"], "a") as log:
-    log.write(json.dumps({"argv": sys.argv[1:], "node": os.environ["SLURM_NODEID"], **offline}) + "\\n")
+    step = {"node": os.environ["SLURM_NODEID"], "cpus": len(os.sched_getaffinity(0))}
+    log.write(json.dumps({"argv": sys.argv[1:], **step, **offline}) + "\\n")
 """,
 }
+VENV_PYTHON = f"""#!/usr/bin/env bash
+if [[ "$1 $2" == "-m gropd.runs.preflight_env" ]]; then
+  {sys.executable} -c "{STEP}" >> "$CHECKS"
+  exit "${{CHECK_EXIT:-0}}"
+fi
+exec {sys.executable} "$@"
+"""
 
 
-def submit(tmp_path: Path, nodes: int, *args: str, pinned: bool = True, **env: str) -> tuple[int, list[dict], str]:
+def make_venv(work: Path, gpu: bool) -> None:
+    """.venv as `./reproduce.sh gpu-env` (gpu) or a login node's first `./reproduce.sh` leaves it: its stamp."""
+    bin_dir = work / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").write_text(VENV_PYTHON)
+    (bin_dir / "python").chmod(0o755)
+    (bin_dir / "activate").write_text(f'export PATH="{bin_dir}:$PATH"\n')
+    files = ["requirements.txt", "requirements-gpu.txt"] if gpu else ["requirements.txt"]
+    (work / ".venv" / ".requirements.sha256").write_text(
+        hashlib.sha256(b"".join((work / name).read_bytes() for name in files)).hexdigest() + "\n"
+    )
+    if gpu:
+        (work / ".venv" / ".gpu").touch()
+
+
+def submit(
+    tmp_path: Path, nodes: int, *args: str, pinned: bool = True, gpu_venv: bool = True, **env: str
+) -> tuple[int, list[dict], list[dict], str]:
+    """(exit status, the accelerate launches, the environment checks, stderr) of the job."""
     bin_dir, work = tmp_path / "bin", tmp_path / "work"
     for name, text in FAKES.items():
         (bin_dir / name).parent.mkdir(exist_ok=True)
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     (work / "experiments" / "launch").mkdir(parents=True, exist_ok=True)
+    for name in ("reproduce.sh", "requirements.txt", "requirements-gpu.txt"):
+        shutil.copy(REPO / name, work / name)
+    make_venv(work, gpu_venv)
     if pinned:
         (work / "experiments" / "lock.yaml").write_text("models: {}\n")
     shutil.copy(SCRIPT, work / "job.sbatch")
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "SLURM_", "TEACHER"))}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "SLURM_", "SRUN_", "TEACHER"))}
     slurm = {"SLURM_NNODES": str(nodes), "SLURM_GPUS_ON_NODE": "8", "SLURM_JOB_NODELIST": "gpu-[a-b]"}
-    environ = {**base, **slurm, "PATH": f"{bin_dir}:{os.environ['PATH']}", "LAUNCHES": str(tmp_path / "launches")}
+    slurm |= {"SLURM_CPUS_PER_TASK": "2"}  # the job's ask (#SBATCH --cpus-per-task), within this machine's CPUs
+    logs = {"LAUNCHES": str(tmp_path / "launches"), "CHECKS": str(tmp_path / "checks")}
+    environ = {**base, **slurm, **logs, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     result = subprocess.run(
         ["bash", "job.sbatch", *args], cwd=work, env={**environ, **env}, capture_output=True, text=True, timeout=60
     )
-    path = tmp_path / "launches"
-    launches = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    return result.returncode, launches, result.stderr
+    return result.returncode, read_lines(tmp_path / "launches"), read_lines(tmp_path / "checks"), result.stderr
+
+
+def read_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def command(launch: dict) -> list[str]:
@@ -57,9 +107,10 @@ def command(launch: dict) -> list[str]:
 
 
 @pytest.mark.parametrize(("nodes", "config"), [(1, "eight_gpu_fsdp.yaml"), (2, "multi_node_fsdp.yaml")])
-def test_a_job_trains_then_evaluates_on_every_gpu_offline(tmp_path: Path, nodes: int, config: str) -> None:
-    code, launches, stderr = submit(tmp_path, nodes, "RUN", "train.steps=3", TEACHER_URL="http://t:8000")
+def test_a_job_checks_then_trains_then_evaluates_on_every_gpu_offline(tmp_path: Path, nodes: int, config: str) -> None:
+    code, launches, checks, stderr = submit(tmp_path, nodes, "RUN", "train.steps=3", TEACHER_URL="http://t:8000")
     assert code == 0, stderr
+    assert [check["node"] for check in checks] == [str(node) for node in range(nodes)]  # every node, first
     assert [(launch["node"], command(launch)[1]) for launch in launches] == [
         *[(str(node), "run") for node in range(nodes)],
         *[(str(node), "evaluate") for node in range(nodes)],
@@ -82,12 +133,34 @@ def test_a_job_trains_then_evaluates_on_every_gpu_offline(tmp_path: Path, nodes:
     assert ports["run"] != ports["evaluate"]  # the evaluation's rendezvous does not wait on the trainers' port
 
 
+def test_every_step_runs_on_the_cpus_the_job_asked(tmp_path: Path) -> None:
+    """Slurm 22.05-23.02 give a step 1 CPU unless srun names --cpus-per-task: the checks, trainers and
+    evaluation shards must get the job's 2 (this machine's), not 1."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs to tell 1 from the job's ask")
+    code, launches, checks, stderr = submit(tmp_path, 1, "RUN")
+    assert code == 0, stderr
+    assert [step["cpus"] for step in checks + launches] == [2, 2, 2]
+
+
 def test_nodes_that_may_download_keep_the_network(tmp_path: Path) -> None:
-    code, launches, stderr = submit(tmp_path, 1, "RUN", HF_HUB_OFFLINE="0")
+    code, launches, _, stderr = submit(tmp_path, 1, "RUN", HF_HUB_OFFLINE="0")
     assert code == 0, stderr
     assert {(launch["HF_HUB_OFFLINE"], launch["HF_DATASETS_OFFLINE"]) for launch in launches} == {("0", "0")}
 
 
 def test_a_job_before_pin_stops_before_launching(tmp_path: Path) -> None:
-    code, launches, stderr = submit(tmp_path, 1, "RUN", pinned=False)
-    assert code == 2 and launches == [] and "./reproduce.sh pin" in stderr
+    code, launches, checks, stderr = submit(tmp_path, 1, "RUN", pinned=False)
+    assert code == 2 and launches == checks == [] and "./reproduce.sh pin" in stderr
+
+
+def test_a_failed_environment_check_stops_the_job_before_anything_loads(tmp_path: Path) -> None:
+    code, launches, checks, _ = submit(tmp_path, 2, "RUN", CHECK_EXIT="2")
+    assert code == 2 and len(checks) == 1 and launches == []  # the first node's check stopped it
+
+
+def test_a_venv_made_on_the_login_node_stops_the_job_in_seconds_naming_the_command(tmp_path: Path) -> None:
+    """A fresh clone whose .venv was first made without a GPU (./reproduce.sh rehearse on the login node)."""
+    code, launches, checks, stderr = submit(tmp_path, 1, "RUN", gpu_venv=False)
+    assert code == 2 and launches == checks == []
+    assert "run ./reproduce.sh gpu-env once, from any node" in stderr

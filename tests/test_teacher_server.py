@@ -10,17 +10,19 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
 from gropd.model.rollout.base import PromptTooLongError
 from gropd.model.teacher.server import (
     ServerTeacher,
+    TeacherAddress,
     TeacherServerError,
-    batch_slices,
     completion_payload,
     parse_completion_response,
     request_json,
+    request_slices,
     served_model_name,
 )
 
@@ -53,12 +55,18 @@ def fake_choice(index: int, row: list[int]) -> dict:
 
 
 class FakeVLLM:
-    """Loopback server; `failures` is a list of HTTP codes the next completion calls answer with."""
+    """Loopback server; `failures` is a list of HTTP codes the next completion calls answer with, `delays` the
+    seconds the next ones take before answering (a request the client gave up on is answered into the void)."""
 
     def __init__(
-        self, served: str = SERVED, failures: list[int] | None = None, port: int = 0, max_model_len: int = 40960
+        self,
+        served: str = SERVED,
+        failures: list[int] | None = None,
+        port: int = 0,
+        max_model_len: int = 40960,
+        delays: list[float] | None = None,
     ) -> None:
-        self.served, self.failures, self.requests = served, list(failures or []), []
+        self.served, self.failures, self.requests, self.delays = served, list(failures or []), [], list(delays or [])
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -94,6 +102,8 @@ class FakeVLLM:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 fake.requests.append(body)
+                if fake.delays:
+                    __import__("time").sleep(fake.delays.pop(0))
                 if fake.failures:
                     self._send(fake.failures.pop(0), {"error": {"message": "injected"}})
                     return
@@ -127,12 +137,13 @@ def make_teacher(url: str, **overrides) -> ServerTeacher:
         "model": "Qwen/Qwen3-32B",
         "revision": SERVED.split("@")[1],
         "batch_size": 32,
+        "max_request_tokens": 1 << 20,
         "timeout_s": 5.0,
         "max_retries": 3,
         "backoff_s": 0.001,
-        "start_wait_s": 5.0,
+        "wait_s": 5.0,
     } | overrides
-    return ServerTeacher(url, **kwargs)
+    return ServerTeacher(TeacherAddress(url=url), **kwargs)
 
 
 def expected_scores(prompts: list[list[int]], responses: list[list[int]]) -> list[list[float]]:
@@ -157,11 +168,13 @@ def test_served_name_and_payload():
     }
 
 
-def test_batch_slices():
-    assert batch_slices(70, 32) == [slice(0, 32), slice(32, 64), slice(64, 70)]
-    assert batch_slices(0, 32) == []
+def test_request_slices_by_rows_and_tokens():
+    assert request_slices([1] * 70, 32, 1000) == [slice(0, 32), slice(32, 64), slice(64, 70)]
+    assert request_slices([], 32, 1000) == []
+    # 100-token rows under a 250-token cap: two a request; a 400-token row alone
+    assert request_slices([100, 100, 100, 400, 100], 32, 250) == [slice(0, 2), slice(2, 3), slice(3, 4), slice(4, 5)]
     with pytest.raises(ValueError):
-        batch_slices(3, 0)
+        request_slices([3], 0, 10)
 
 
 def test_parse_response_orders_choices_and_picks_actual_token():
@@ -193,12 +206,14 @@ def test_transient_503_twice_then_success():
         assert got == pytest.approx(want)
 
 
-def test_429_is_retried_and_retries_are_bounded():
+def test_429_and_5xx_are_retried_and_a_server_that_keeps_failing_is_given_up_after_the_wait():
     prompts, responses = rows(2)
-    with FakeVLLM(failures=[429, 502, 504, 500]) as server:
-        with pytest.raises(TeacherServerError, match="failed 3 times; last error: HTTP 504"):
-            make_teacher(server.url, max_retries=2).score(prompts, responses)
-    assert len(server.requests) == 3
+    with FakeVLLM(failures=[429, 502, 504, 500]) as server:  # 3 tries, the server still answers /v1/models: again
+        scores = make_teacher(server.url, max_retries=2).score(prompts, responses)
+    assert len(server.requests) == 5 and scores == [pytest.approx(row) for row in expected_scores(prompts, responses)]
+    with FakeVLLM(failures=[503] * 100_000) as server:
+        with pytest.raises(TeacherServerError, match=r"not answered this request for 1 s \(GROPD_TEACHER_WAIT_S\)"):
+            make_teacher(server.url, max_retries=2, wait_s=1.0).score(prompts, responses)
 
 
 def test_400_fails_without_retry():
@@ -331,22 +346,31 @@ def test_the_start_up_wait_has_a_limit_and_says_how_to_raise_it(monkeypatch) -> 
     clock = FakeTime(float("inf"), lambda: None)
     monkeypatch.setattr(server_module, "time", clock)
     with pytest.raises(TeacherServerError, match=r"within 30 s .*GROPD_TEACHER_WAIT_S"):
-        make_teacher(url, start_wait_s=30.0)
+        make_teacher(url, wait_s=30.0)
     assert clock.now == 30.0
     assert teacher_wait_s({}) == 1800.0 and teacher_wait_s({"GROPD_TEACHER_WAIT_S": "90"}) == 90.0
     with pytest.raises(ValueError, match="GROPD_TEACHER_WAIT_S='soon'"):
         teacher_wait_s({"GROPD_TEACHER_WAIT_S": "soon"})
 
 
+CHECK_ON_A_GPU_NODE = (
+    "import sys, gropd.runs.preflight_env as check; "
+    "check.environment_lines = lambda processes, serving, environ: []; sys.exit(check.main(sys.argv[1:]))"
+)
+
+
 def test_teacher_server_script_as_the_readme_launches_it(experiments, tmp_path) -> None:
     """`sbatch experiments/launch/teacher_server.sh I32` with a fake `vllm`, `nvidia-smi` (4 GPUs) and `hostname`:
-    #SBATCH lines for a TP-8 node, the repository's .venv activated (python and vllm are only there), offline Hub
-    with the pinned snapshot cached, TP = the GPUs it sees, the served name and revision, vLLM's own prefill batch,
-    room for the generated token, and the node's name printed for the runs (not 0.0.0.0)."""
+    #SBATCH lines for a TP-8 node that SLURM requeues, the repository's .venv activated (python and vllm are only
+    there) once `./reproduce.sh gpu-env` made it, the environment check first (its hardware lines stand in for a GPU
+    node's: this CPU has none; the pinned snapshot is looked up for real, offline), TP = the GPUs it sees, the
+    served name and revision, vLLM's own prefill batch, room for the generated token, and the node's name (not
+    0.0.0.0) written to .teachers/I32.url for the runs and printed."""
+    import hashlib
+    import shutil
     import stat
     import subprocess
     import sys
-    from pathlib import Path
 
     from test_preflight import write_fake_lock
 
@@ -357,18 +381,25 @@ def test_teacher_server_script_as_the_readme_launches_it(experiments, tmp_path) 
         if line.strip() and not line.startswith("#"):
             break  # sbatch reads #SBATCH lines up to the first command
         header.append(line)
-    sbatch = dict(line.split()[1].lstrip("-").split("=", 1) for line in header if line.startswith("#SBATCH"))
+    options = [line.split()[1].lstrip("-").split("=", 1) for line in header if line.startswith("#SBATCH")]
+    sbatch = {option[0]: option[-1] for option in options}
     assert sbatch["gpus-per-node"] == "8" and int(sbatch["cpus-per-task"]) >= 16 and sbatch["time"] == "48:00:00"
+    assert "requeue" in sbatch  # a preempted server comes back (and rewrites its address)
 
     write_fake_lock(experiments)
-    full = "9216db5" + "0" * 33
-    venv_bin, tools = experiments.parent / ".venv" / "bin", tmp_path / "tools"
+    root, full = experiments.parent, "9216db5" + "0" * 33
+    for name in ("reproduce.sh", "requirements.txt", "requirements-gpu.txt"):
+        shutil.copy(repo / name, root / name)
+    venv_bin, tools = root / ".venv" / "bin", tmp_path / "tools"
     venv_bin.mkdir(parents=True)
     tools.mkdir()
-    (venv_bin.parent.parent / ".venv/bin/activate").write_text(f'export PATH="{venv_bin}:$PATH"\n')
+    (venv_bin / "activate").write_text(f'export PATH="{venv_bin}:$PATH"\n')
+    check = (
+        f'[[ "$1 $2" == "-m gropd.runs.preflight_env" ]] && shift 2 && exec {sys.executable} -c "{CHECK_ON_A_GPU_NODE}"'
+    )
     for folder, name, body in (
         (venv_bin, "vllm", 'echo "$@" > "$VLLM_ARGS"; echo "HF_HUB_OFFLINE=$HF_HUB_OFFLINE" >> "$VLLM_ARGS"'),
-        (venv_bin, "python", f'exec {sys.executable} "$@"'),
+        (venv_bin, "python", f'{check} "$@"\nexec {sys.executable} "$@"'),
         (tools, "nvidia-smi", 'for i in 0 1 2 3; do echo "GPU $i: H100"; done'),
         (tools, "hostname", "echo gpu-node-17.cluster"),
     ):
@@ -378,7 +409,7 @@ def test_teacher_server_script_as_the_readme_launches_it(experiments, tmp_path) 
         "PATH": f"{tools}:/usr/bin:/bin",
         "HOME": str(tmp_path),
         "HF_HOME": str(tmp_path / "hf"),
-        "SLURM_SUBMIT_DIR": str(experiments.parent),
+        "SLURM_SUBMIT_DIR": str(root),
         "PYTHONPATH": str(repo),
         "VLLM_ARGS": str(tmp_path / "args"),
     }
@@ -386,14 +417,21 @@ def test_teacher_server_script_as_the_readme_launches_it(experiments, tmp_path) 
     def launch() -> subprocess.CompletedProcess:
         return subprocess.run(["bash", str(script), "I32"], env=env, capture_output=True, text=True, timeout=120)
 
+    login_node_venv = launch()  # .venv without the GPU environment: stopped at once, saying how to get it
+    assert login_node_venv.returncode == 2 and "./reproduce.sh gpu-env" in login_node_venv.stderr
+    stamp = hashlib.sha256(b"".join((root / n).read_bytes() for n in ("requirements.txt", "requirements-gpu.txt")))
+    (root / ".venv/.requirements.sha256").write_text(stamp.hexdigest() + "\n")
+    (root / ".venv/.gpu").touch()
     missing = launch()  # offline, and the pinned snapshot is not cached yet
     assert missing.returncode == 2, missing.stderr
-    assert f"hf download Qwen/Qwen3-32B --revision {full}" in missing.stderr and not (tmp_path / "args").exists()
+    assert f"hf download Qwen/Qwen3-32B --revision {full}" in missing.stdout and not (tmp_path / "args").exists()
     snapshot = tmp_path / "hf/hub/models--Qwen--Qwen3-32B/snapshots" / full
     snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_text("{}")
+    for name in ("config.json", "model.safetensors"):
+        (snapshot / name).write_text("{}")
     result = launch()
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok      snapshot: model Qwen/Qwen3-32B@9216db500000 in the Hub cache" in result.stdout
     *args, offline = (tmp_path / "args").read_text().split()
     assert offline == "HF_HUB_OFFLINE=1"
     assert args[:3] == ["serve", "Qwen/Qwen3-32B", "--revision"] and full in args
@@ -401,9 +439,77 @@ def test_teacher_server_script_as_the_readme_launches_it(experiments, tmp_path) 
     assert args[args.index("--tensor-parallel-size") + 1] == "4"
     assert args[args.index("--max-model-len") + 1] == "10241" and "--max-num-batched-tokens" not in args
     assert args[args.index("--host") + 1] == "0.0.0.0"
+    assert (root / ".teachers/I32.url").read_text() == "http://gpu-node-17.cluster:8000\n"
     assert "backend.teacher_url=http://gpu-node-17.cluster:8000" in result.stderr
-    assert "0.0.0.0:8000" not in result.stderr.split("runs reach it at")[1]
     env["MAX_NUM_BATCHED_TOKENS"] = "4096"  # the V1 model runner's bound, when asked for
     assert launch().returncode == 0
     args = (tmp_path / "args").read_text().split()
     assert args[args.index("--max-num-batched-tokens") + 1] == "4096"
+
+
+def test_requests_are_split_and_timed_by_their_tokens(monkeypatch) -> None:
+    """A request of n tokens may take timeout_s + n / SLOWEST_TOKENS_PER_S: here 0.3 s + n / 100 tokens/s. Rows of
+    15 tokens under a 30-token cap go 2 a request (0.6 s each); one answered after 0.45 s is in time, while the
+    last, a lone 5-token row (0.35 s), answered after 0.45 s times out and is sent again alone: no other request
+    is resent."""
+    import gropd.model.teacher.server as server_module
+
+    monkeypatch.setattr(server_module, "SLOWEST_TOKENS_PER_S", 100.0)
+    prompts, responses = [[1] * 10] * 4 + [[1] * 3], [[2] * 5] * 4 + [[2] * 2]
+    with FakeVLLM(delays=[0.0, 0.45, 0.45]) as server:
+        scores = make_teacher(server.url, max_request_tokens=30, timeout_s=0.3).score(prompts, responses)
+        sent = [len(request["prompt"]) for request in server.requests]
+    assert sent == [2, 2, 1, 1]  # the 5-token row timed out once, then answered
+    assert scores == [pytest.approx(row) for row in expected_scores(prompts, responses)]
+
+
+def test_a_server_that_stops_mid_run_is_found_again_where_it_comes_back(tmp_path, monkeypatch, capsys) -> None:
+    """The client follows the address file a server's launch script writes: the local transformers server
+    (gropd/model/teacher/local_server.py, 127.0.0.1) stops mid-run, as a preempted job does, and comes back on
+    another port, whose address its requeued job writes; the run waits, sends its request again and gets the same
+    scores. A server that stays away longer than GROPD_TEACHER_WAIT_S ends the run with that named."""
+    import threading
+    import time
+
+    import torch
+
+    import gropd.model.teacher.server as server_module
+    from gropd.config import load_manifests
+    from gropd.model.checkpoints import checkpoint_ref, load_model
+    from gropd.model.teacher.local_server import serve
+
+    monkeypatch.setattr(server_module, "POLL_S", 0.05)
+    ref = checkpoint_ref(load_manifests(Path(__file__).resolve().parents[1] / "experiments"), "tiny", "I4")
+    model = load_model(ref, torch.device("cpu"), "float32").eval()
+    address = tmp_path / "teachers" / "I4.url"
+    address.parent.mkdir()
+
+    def start() -> object:
+        server = serve(model, "tiny-I4", ref.path, "127.0.0.1", 0, 4096)
+        address.write_text(f"http://127.0.0.1:{server.server_address[1]}\n")
+        return server
+
+    def stop(server) -> None:
+        server.shutdown()
+        server.server_close()
+
+    first = start()
+    common = {"revision": None, "batch_size": 2, "max_request_tokens": 4096, "timeout_s": 5.0, "backoff_s": 0.0}
+    teacher = ServerTeacher(TeacherAddress(file=address), model="tiny-I4", max_retries=0, wait_s=60.0, **common)
+    prompts, responses = [[5, 6, 7], [8, 9], [5, 9]], [[10, 11], [12], [13, 14, 15]]
+    before = teacher.score(prompts, responses)
+    stop(first)
+    later: list = []
+    threading.Thread(target=lambda: (time.sleep(0.5), later.append(start())), daemon=True).start()
+    assert teacher.score(prompts, responses) == before
+    said = capsys.readouterr().err
+    assert "did not answer mid-run" in said and "is sent again" in said and str(address) in said
+    assert (
+        teacher.base_url
+        == f"http://127.0.0.1:{later[0].server_address[1]}"
+        != f"http://127.0.0.1:{first.server_address[1]}"
+    )
+    stop(later[0])
+    teacher.wait_s = 0.5
+    with pytest.raises(TeacherServerError, match=r"within 0 s .*GROPD_TEACHER_WAIT_S"):
+        teacher.score(prompts, responses)

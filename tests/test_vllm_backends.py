@@ -180,20 +180,38 @@ def test_vllm_rollout_and_teacher_agree_on_sampled_tokens(tmp_path):
 
 
 class FakeLLM:
-    """vllm.LLM as the engines call it: records its arguments, the generate calls, and each weight it is given
-    by collective_rpc("reload_weights", weights_iterator=...) (vLLM 0.33.0 UniProcExecutor.collective_rpc hands
-    the iterator itself to Worker.reload_weights, in the trainer's process)."""
+    """vllm.LLM as the engines call it: records its arguments, the generate calls (prompts and sampling params), and
+    each weight it is given by collective_rpc("reload_weights", weights_iterator=...) (vLLM 0.33.0
+    UniProcExecutor.collective_rpc hands the iterator itself to Worker.reload_weights, in the trainer's process).
+    generate answers every prompt with `n` completions of token [3] ("stop"), carrying a log-prob only when the
+    params ask for one (vLLM 0.33.0: `logprobs=None`, the default, returns `CompletionOutput.logprobs` None).
+    reset_prefix_cache returns False while `held` KV blocks remain (vLLM 0.33.0 BlockPool.reset_prefix_cache)."""
 
     made: dict = {}
+    held = False
 
     def __init__(self, **kwargs) -> None:
         FakeLLM.made = kwargs
         self.generated: list = []
+        self.params: list = []
         self.loaded: list[tuple[str, tuple[int, ...], int]] = []  # (name, shape, full tensors alive when taken)
+        self.shut_down = False  # llm_engine.engine_core.shutdown() called (vLLM 0.33.0 InprocClient.shutdown)
+        self.llm_engine = SimpleNamespace(
+            engine_core=SimpleNamespace(shutdown=lambda: setattr(self, "shut_down", True))
+        )
 
     def generate(self, prompts, params, use_tqdm=False):
         self.generated.append(prompts)
-        return []
+        self.params.append(params)
+        out = []
+        for prompt, p in zip(prompts, params if isinstance(params, list) else [params] * len(prompts), strict=True):
+            per_token = None if p.get("logprobs") is None else [{3: lp(-0.5)}]
+            answers = [
+                SimpleNamespace(index=j, token_ids=[3], finish_reason="stop", logprobs=per_token)
+                for j in range(p.get("n", 1))
+            ]
+            out.append(SimpleNamespace(prompt_token_ids=prompt, outputs=answers))
+        return out
 
     def collective_rpc(self, method, kwargs):
         assert method == "reload_weights"
@@ -201,8 +219,8 @@ class FakeLLM:
             self.loaded.append((name, tuple(tensor.shape), Gathered.alive))
             del tensor
 
-    def reset_prefix_cache(self) -> None:
-        pass
+    def reset_prefix_cache(self) -> bool:
+        return not FakeLLM.held
 
 
 def fake_vllm() -> SimpleNamespace:
@@ -330,3 +348,62 @@ def test_sync_weights_streams_one_gathered_tensor_at_a_time(monkeypatch) -> None
     assert ShardedWeight.gathers.count("embed") == 1 and len(ShardedWeight.gathers) == 8
     assert max(alive for _, _, alive in rollout._llm.loaded) <= 2, rollout._llm.loaded
     assert rollout._llm.loaded[-1][1] == (10, 4)
+
+
+def vllm_rollout(logprobs: bool = True) -> VLLMRollout:
+    return VLLMRollout(
+        "m",
+        revision=None,
+        tensor_parallel=1,
+        dtype="bfloat16",
+        gpu_memory_utilization=0.3,
+        seed=0,
+        max_model_len=None,
+        rule=StopRule((3,)),
+        logprobs=logprobs,
+    )
+
+
+def test_a_weight_sync_whose_prefix_cache_stays_is_an_error(monkeypatch) -> None:
+    """vLLM 0.33.0's LLM.reset_prefix_cache() returns False while KV blocks are held (BlockPool.reset_prefix_cache):
+    the old weights' KV could be reused, so the sync stops instead of going on silently."""
+    monkeypatch.setitem(__import__("sys").modules, "vllm", fake_vllm())
+    rollout = vllm_rollout()
+    rollout.sync_weights(torch.nn.Linear(2, 2))  # the cache was dropped: fine
+    monkeypatch.setattr(FakeLLM, "held", True)
+    with pytest.raises(RuntimeError, match=r"reset_prefix_cache\(\) returned False.*old weights"):
+        rollout.sync_weights(torch.nn.Linear(2, 2))
+
+
+def test_the_evaluation_engine_asks_vllm_for_no_logprobs(monkeypatch, experiments) -> None:
+    """The evaluation reads tokens and finish reasons only: its engine requests vLLM's default logprobs=None (vLLM
+    0.33.0 SamplingParams), while the training engine keeps logprobs=0 (the sampled token's log-prob)."""
+    from gropd.config import load_manifests
+    from gropd.config.resolve import resolve_run
+    from gropd.model.checkpoints import checkpoint_ref, load_tokenizer
+    from gropd.runs.evaluation import build_eval_engine
+
+    monkeypatch.setitem(__import__("sys").modules, "vllm", fake_vllm())
+    manifests = load_manifests(experiments)
+    values = {"kind": "eval", "grid": "table6", "model": "I1.7", "mode": "nothink", "run_id": "t__eval"}
+    config = resolve_run(None, "tiny", manifests, ["backend.rollout=vllm"], entry_values=values)
+    ref = checkpoint_ref(manifests, "tiny", "I1.7")
+    engine = build_eval_engine(config, ref, "nothink", load_tokenizer(ref))
+    batch = engine.generate([[1, 2], [4]], 2, SamplingSettings(1.0, 1.0, 8), seed=0)
+    assert [p["logprobs"] for p in engine._llm.params[-1]] == [None, None]
+    assert batch.response_ids == [[3]] * 4 and batch.sampler_logprobs is None
+    training = vllm_rollout()
+    assert training.generate([[1, 2]], 2, SamplingSettings(1.0, 1.0, 8), seed=0).sampler_logprobs == [[-0.5]] * 2
+    assert [p["logprobs"] for p in training._llm.params[-1]] == [0]
+
+
+def test_a_one_process_run_shuts_its_vllm_engines_down_before_its_evaluation(monkeypatch) -> None:
+    """The evaluation's engine starts in a process of its own on the same GPU: the trainer's vLLM engines are shut
+    down first (their memory back now); an engine without close() (transformers) is left to Python."""
+    from gropd.train.loop import release_engines
+
+    monkeypatch.setitem(__import__("sys").modules, "vllm", fake_vllm())
+    rollout, teacher = vllm_rollout(), teacher_engine()
+    release_engines(SimpleNamespace(engine=rollout, teacher=teacher))
+    assert rollout._llm.shut_down and teacher._llm.shut_down
+    release_engines(SimpleNamespace(engine=SimpleNamespace(), teacher=teacher))  # nothing to close: no error

@@ -8,12 +8,17 @@
 # tensor-parallel size (default: every GPU this node shows; Qwen3-32B needs 2 or more on 80 GB cards);
 # PORT defaults to 8000. The model is served under the name `<repo>@<full revision>`, which
 # ServerTeacher (gropd/model/teacher/server.py) checks against the run's manifest before it scores anything.
-# Before it starts, `python -m gropd.model.fit` checks that weights, the KV cache of one MAX_MODEL_LEN
-# sequence and the prompt-log-prob workspace fit GPU_MEMORY_UTILIZATION of each GPU (exit 2 if not).
-# It prints the address runs need (this node's name, not the 0.0.0.0 it listens on):
+# Before anything loads, `./reproduce.sh check --serving LABEL` checks this node's environment (.venv made by
+# `./reproduce.sh gpu-env`, the GPUs torch sees, driver and torch, CPUs, vLLM at its pin, LABEL's pinned
+# snapshot in the Hub cache; exit 2 with a line naming what to set), and `python -m gropd.model.fit` that
+# weights, the KV cache of one MAX_MODEL_LEN sequence and the prompt-log-prob workspace fit
+# GPU_MEMORY_UTILIZATION of each GPU (exit 2 if not).
+# Each time it starts it writes its address (this node's name, not the 0.0.0.0 it listens on) to
+# ${GROPD_TEACHER_DIR:-.teachers}/LABEL.url, where runs without backend.teacher_url find it, at start-up and
+# again whenever it goes away mid-run: a preempted server is requeued (--requeue) and found on its new node.
+# Runs wait for it to answer (GROPD_TEACHER_WAIT_S, 30 minutes by default, at start-up and mid-run), so the
+# array may be submitted before or right after this job. It also prints the address for a fixed
 #   backend.teacher_url=http://<this node>:PORT   (sbatch ... --export=ALL,TEACHER_URL=... slurm_run.sbatch)
-# Runs wait for it to answer (GROPD_TEACHER_WAIT_S, 30 minutes by default), so the array may be submitted
-# right after this job.
 # Environment:
 #   MAX_MODEL_LEN           default 10241: a 2,048-token prompt + an 8,192-token response + the 1 token vLLM
 #                           generates after every prompt it scores (runs refuse a server with less)
@@ -24,14 +29,16 @@
 #                           a float32 [batch, vocabulary] log-softmax its profiler does not reserve)
 #   HOST                    default 0.0.0.0 (the trainers are on other nodes)
 #   HF_HUB_OFFLINE          default 1: compute nodes load the pinned revision from the Hugging Face cache
-#                           (download it once where the Hub is reachable: the command is printed when missing);
-#                           HF_HUB_OFFLINE=0 lets vLLM download it here
+#                           (download it once where the Hub is reachable: the check prints the command when it
+#                           is missing); HF_HUB_OFFLINE=0 lets vLLM download it here
+#   GROPD_TEACHER_DIR       default .teachers (in the repository, on shared storage): where it writes LABEL.url
 #SBATCH --job-name=gropd-teacher
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=8
 #SBATCH --cpus-per-task=32
 #SBATCH --time=48:00:00
+#SBATCH --requeue
 #SBATCH --output=gropd-teacher-%j.out
 set -euo pipefail
 cd "${SLURM_SUBMIT_DIR:-$(dirname "$0")/../..}"
@@ -46,10 +53,11 @@ max_model_len=${MAX_MODEL_LEN:-10241}
 memory=${GPU_MEMORY_UTILIZATION:-0.90}
 host=${HOST:-0.0.0.0}
 
-# repo and full revision through the suite's own lock reader (a clear error when unpinned); offline, the
-# pinned snapshot must already be in the Hugging Face cache
+# this node's environment, before anything loads (exit 2, a line a problem)
+./reproduce.sh check --processes "$tp" --serving "$label"
+
+# repo and full revision through the suite's own lock reader (a clear error when unpinned)
 pinned=$(python - "$label" <<'PY'
-import os
 import sys
 from pathlib import Path
 
@@ -58,17 +66,7 @@ from gropd.config.lock import pinned_revision, read_lock
 
 source = load_manifests(Path("experiments")).model("paper", sys.argv[1])["source"]
 lock_path = Path("experiments/lock.yaml")
-revision = pinned_revision(read_lock(lock_path), source["repo"], str(source["revision"]), lock_path)
-if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
-    from huggingface_hub import try_to_load_from_cache
-
-    if not isinstance(try_to_load_from_cache(source["repo"], "config.json", revision=revision), str):
-        sys.exit(
-            f"error: {source['repo']}@{revision} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
-            f"download it once where the Hub is reachable: hf download {source['repo']} --revision {revision} "
-            "(or run this with HF_HUB_OFFLINE=0 on a node that reaches the Hub)"
-        )
-print(source["repo"], revision)
+print(source["repo"], pinned_revision(read_lock(lock_path), source["repo"], str(source["revision"]), lock_path))
 PY
 ) || exit 2
 read -r repo revision <<< "$pinned"
@@ -81,7 +79,11 @@ case "$host" in
   0.0.0.0|::) address=$(hostname -f 2>/dev/null || hostname) ;;
   *) address=$host ;;
 esac
-echo "serving ${repo}@${revision} (tp=${tp}) on ${host}:${port}; runs reach it at" >&2
+# where runs find it now (written whole, then renamed: a run never reads half an address)
+teachers=${GROPD_TEACHER_DIR:-.teachers}
+mkdir -p "$teachers"
+echo "http://${address}:${port}" > "${teachers}/.${label}.url.$$" && mv -f "${teachers}/.${label}.url.$$" "${teachers}/${label}.url"
+echo "serving ${repo}@${revision} (tp=${tp}) on ${host}:${port}; runs find it in ${teachers}/${label}.url, or give" >&2
 echo "  backend.teacher_url=http://${address}:${port}   (TEACHER_URL=http://${address}:${port} for slurm_run.sbatch)" >&2
 exec vllm serve "$repo" \
   --revision "$revision" \

@@ -6,6 +6,10 @@ models); tiny: the suite's own tiny world (built on first use); local: a directo
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -67,11 +71,62 @@ def model_config(ref: CheckpointRef) -> dict:
     return AutoConfig.from_pretrained(ref.path, revision=ref.revision).to_dict()
 
 
-def load_model(ref: CheckpointRef, device: torch.device, dtype: str) -> torch.nn.Module:
+RAM_EFFICIENT_LOADING = (
+    "FSDP_CPU_RAM_EFFICIENT_LOADING"  # set by `accelerate launch` from fsdp_cpu_ram_efficient_loading
+)
+
+
+def load_model(ref: CheckpointRef, device: torch.device, dtype: str, every_rank: bool = False) -> torch.nn.Module:
+    """The checkpoint's causal LM in `dtype` on `device`.
+
+    Under `accelerate launch` with FSDP and fsdp_cpu_ram_efficient_loading (our launch configs), transformers
+    5.20.2 keeps real weights on each node's local rank 0 only and gives every other rank zeros
+    (`PreTrainedModel._move_missing_keys_from_meta_to_device`, behind `is_fsdp_enabled()`), relying on
+    accelerate's prepare to broadcast rank 0's (`fsdp2_prepare_model`). That is right for the student, which is
+    prepared; a model nobody prepares (the transformers teacher) takes `every_rank`: this load runs with the
+    variable off, so every rank reads the real weights (they are the same file)."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=DTYPES[dtype])
+    with _ram_efficient_loading(not every_rank):
+        model = AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=DTYPES[dtype])
     return model.to(device)
+
+
+@contextmanager
+def _ram_efficient_loading(allowed: bool) -> Iterator[None]:
+    """The launcher's FSDP_CPU_RAM_EFFICIENT_LOADING as it is (`allowed`), or "false" for the block."""
+    before = os.environ.get(RAM_EFFICIENT_LOADING)
+    if not allowed and before is not None:
+        os.environ[RAM_EFFICIENT_LOADING] = "false"
+    try:
+        yield
+    finally:
+        if before is not None:
+            os.environ[RAM_EFFICIENT_LOADING] = before
+
+
+def require_same_on_every_rank(model: torch.nn.Module, what: str) -> None:
+    """RuntimeError on every rank unless all processes of the world hold the same weights (Σ|w| of the state
+    dict in float64, gathered); rank 0 says so on stderr. A model loaded as zeros on some ranks (load_model) stops
+    here, before it scores anything. Nothing to compare without a process group of two or more."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return
+    total = torch.zeros((), dtype=torch.float64, device=next(model.parameters()).device)
+    with torch.no_grad():
+        for tensor in model.state_dict().values():
+            for chunk in tensor.reshape(-1).split(1 << 20):  # float64 one chunk at a time, not a copy of the model
+                total += chunk.abs().sum(dtype=torch.float64)
+    sums: list[float | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(sums, float(total))
+    if any(abs(value - sums[0]) > 1e-9 * max(1.0, abs(sums[0])) for value in sums):
+        raise RuntimeError(
+            f"{what} differs between the processes (Σ|w| by rank: {sums}): it was not loaded with the same weights "
+            "on every rank (see gropd/model/checkpoints.py load_model)"
+        )
+    if dist.get_rank() == 0:
+        print(f"{what}: the same weights on all {len(sums)} processes (Σ|w| = {sums[0]:.6g})", file=sys.stderr)
 
 
 def load_tokenizer(ref: CheckpointRef):  # -> PreTrainedTokenizerBase

@@ -22,6 +22,7 @@ from gropd.model.checkpoints import (
     checkpoint_ref,
     load_model,
     load_tokenizer,
+    require_same_on_every_rank,
 )
 from gropd.model.rollout.base import RolloutEngine, StopRule
 from gropd.model.teacher.base import TeacherScorer
@@ -79,8 +80,9 @@ TEACHER_WAIT_S = 1800.0  # a 32B `vllm serve` downloads, loads and compiles for 
 
 
 def teacher_wait_s(environ: Mapping[str, str]) -> float:
-    """How long a run waits at start-up for its teacher server to answer: GROPD_TEACHER_WAIT_S seconds
-    (an operational setting, outside the run's config and hash), default TEACHER_WAIT_S."""
+    """How long a run waits for its teacher server to answer, at start-up and again whenever it goes away
+    mid-run: GROPD_TEACHER_WAIT_S seconds (an operational setting, outside the run's config and hash), default
+    TEACHER_WAIT_S."""
     text = environ.get(TEACHER_WAIT_ENV, "").strip()
     if not text:
         return TEACHER_WAIT_S
@@ -94,12 +96,14 @@ def teacher_wait_s(environ: Mapping[str, str]) -> float:
 
 
 def _hf_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id: int) -> TeacherScorer:
+    """The transformers teacher, unsharded in every process: its real weights loaded on every rank (no prepare
+    broadcasts them: gropd/model/checkpoints.py load_model) and checked equal across ranks before it scores."""
     from gropd.model.teacher.hf import HFTeacher
 
     b = config.backend
-    return HFTeacher(
-        load_model(teacher.ref, device, b.dtype), pad_id, device, b.max_tokens_per_forward, b.share_prompt_forward
-    )
+    model = load_model(teacher.ref, device, b.dtype, every_rank=True)
+    require_same_on_every_rank(model, f"teacher {teacher.label} ({teacher.ref.describe()})")
+    return HFTeacher(model, pad_id, device, b.max_tokens_per_forward, b.share_prompt_forward)
 
 
 def _vllm_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id: int) -> TeacherScorer:
@@ -118,19 +122,19 @@ def _vllm_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id
 
 
 def _server_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id: int) -> TeacherScorer:
-    from gropd.model.teacher.server import ServerTeacher
+    """The served teacher at backend.teacher_url, or where its address file says it is now (server.py)."""
+    from gropd.model.teacher.server import ServerTeacher, teacher_address
 
-    if not config.backend.teacher_url:
-        raise ValueError("backend.teacher=server needs backend.teacher_url (http://host:port of `vllm serve`)")
     return ServerTeacher(
-        config.backend.teacher_url,
+        teacher_address(config.backend.teacher_url, teacher.label, os.environ),
         model=teacher.ref.path,
         revision=teacher.ref.revision,
         batch_size=64,
+        max_request_tokens=65536,  # ~8 rows of 8k tokens: a timeout resends at most this much
         timeout_s=600.0,
-        max_retries=5,
+        max_retries=3,
         backoff_s=2.0,
-        start_wait_s=teacher_wait_s(os.environ),
+        wait_s=teacher_wait_s(os.environ),
         context=max_model_len(config, config.sampling.max_new_tokens) + 1,
     )
 
@@ -165,6 +169,7 @@ def build_rollout(
     own_copy: bool,
     max_new_tokens: int | None = None,
     distributed: bool = True,
+    logprobs: bool = True,
 ) -> RolloutEngine:
     """The rollout engine named by backend.rollout for `role` (checkpoint + mode).
 
@@ -172,7 +177,8 @@ def build_rollout(
     trainer's float32 masters, sharded or not); vllm starts its own engine from the checkpoint (`model`
     unused) and follows the trainer's weights through sync_weights. `max_new_tokens` sizes a vLLM
     engine's max_model_len (default: the training cap); `distributed` False keeps a vLLM engine out of
-    the trainer's world (the evaluation after training runs on one rank).
+    the trainer's world (the evaluation after training runs on one rank); `logprobs` False: a vLLM engine asks
+    for no sampler log-probs (the evaluation reads none; hf computes them anyway from the logits it samples).
     """
     rule = stop_rule(role.mode, tokenizer)
     if config.backend.rollout == "hf":
@@ -197,6 +203,7 @@ def build_rollout(
             rule=rule,
             tokenizer=role.ref.tokenizer_path,
             distributed=distributed,
+            logprobs=logprobs,
         )
     raise ValueError(f"unknown rollout backend {config.backend.rollout!r}; valid: hf, vllm")
 

@@ -45,7 +45,7 @@ def why_not_usable(driver: str, torch_version: str, torch_cuda: str | None) -> s
     if torch_cuda is None:
         return (
             f"this torch ({torch_version}) is a CPU-only build; install a CUDA build: "
-            ".venv/bin/pip install -r requirements-gpu.txt (torch 2.14.0, CUDA 13, driver >= 580)"
+            "./reproduce.sh gpu-env (requirements-gpu.txt: torch 2.14.0, CUDA 13, driver >= 580)"
         )
     major = int(torch_cuda.split(".")[0])
     need = MIN_DRIVER.get(major)

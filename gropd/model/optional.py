@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-GPU_INSTALL_HINT = "pip install -r requirements-gpu.txt (on a CUDA machine)"
+GPU_INSTALL_HINT = "./reproduce.sh gpu-env (requirements-gpu.txt into .venv, from any node)"
 
 
 class MissingDependencyError(ImportError):

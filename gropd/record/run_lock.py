@@ -8,6 +8,10 @@ the end (gropd/runs/pipeline.py: `run` as a whole; `evaluate`'s shard 0, and eac
 `<run_id>.shard<r>.lock`). A second writer stops at once with RunBusyError (exit 2) naming the holder. Launched as
 several ranks, the run's rank 0 holds it (the others write nothing; a launcher whose rank 0 stops ends them).
 
+A process holding the lock may start a child it waits for to write under its hold (a one-process run's evaluation,
+gropd/runs/pipeline.py): the child's environment names the holder (child_env), and the child, whose parent is
+that holder and holds the lock now, goes on without taking it.
+
 A lock left by a dead process is stale by construction: the kernel drops an flock when its holder's file is
 closed, which a process's death does; the holder record it leaves unreleased is then only overwritten (with a
 note). On a shared filesystem this relies on flock across nodes (NFSv4, Lustre with `-o flock`, GPFS); on a
@@ -33,6 +37,7 @@ from eval.files import atomic_write_json
 from gropd.config.errors import ConfigError
 
 LOCKS = ".locks"
+HELD_BY_PARENT = "GROPD_RUN_LOCK_HOLDER"  # "<holder pid>:<lock file>" in a child its holder waits for
 
 
 class RunBusyError(ConfigError):
@@ -61,6 +66,23 @@ def describe(holder: dict[str, Any]) -> str:
     return f"pid {holder.get('pid')} on host {holder.get('host')} since {holder.get('since')}{command}"
 
 
+def child_env(run_root: Path) -> dict[str, str]:
+    """The environment entry that lets a child this (holding) process waits for write the run under its hold."""
+    return {HELD_BY_PARENT: f"{os.getpid()}:{os.path.realpath(lock_paths(run_root)[0])}"}
+
+
+def held_by_parent(run_root: Path, role: str = "") -> bool:
+    """Whether this process runs under its parent's hold of the lock: named by child_env, and the holder record
+    says the parent holds it now."""
+    lock_path, holder_path = lock_paths(run_root, role)
+    if os.environ.get(HELD_BY_PARENT) != f"{os.getppid()}:{os.path.realpath(lock_path)}":
+        return False
+    holder = read_holder(holder_path)
+    return (
+        holder.get("pid") == os.getppid() and holder.get("host") == socket.gethostname() and not holder.get("released")
+    )
+
+
 def taken(run_root: Path, role: str = "") -> FileLock:
     """The run's lock, acquired (the caller releases it); RunBusyError at once when another process holds it."""
     lock_path, holder_path = lock_paths(run_root, role)
@@ -83,7 +105,7 @@ def taken(run_root: Path, role: str = "") -> FileLock:
 def check_free(run_root: Path) -> None:
     """RunBusyError when another process holds the run's lock now; writes nothing (a command's check before its
     first byte: the lock itself is taken by hold_run, where the writing starts)."""
-    if lock_paths(run_root)[0].exists():
+    if lock_paths(run_root)[0].exists() and not held_by_parent(run_root):
         taken(run_root).release()
 
 
@@ -91,7 +113,7 @@ def check_free(run_root: Path) -> None:
 def hold_run(run_root: Path, role: str = "", held: bool = True) -> Iterator[None]:
     """Hold the lock of the run at `run_root` (as `role`) for the block; `held` False: a no-op (a rank that does
     not write). RunBusyError at once when another process holds it."""
-    if not held:
+    if not held or held_by_parent(run_root, role):
         yield
         return
     lock_path, holder_path = lock_paths(run_root, role)

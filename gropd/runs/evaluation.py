@@ -4,8 +4,8 @@ profile's suites, through the same rollout backends and prompt rendering as trai
 After a multi-process run the evaluation shares no process and no distributed world with the
 training engines: it runs in processes of its own (`gropd.cli evaluate RUN_ID` under a launcher), each
 one shard of the questions on its own GPU (eval/shards.py), rank 0 merging; shards form no process
-group (a vLLM engine in one starts its own one-process world). A one-process run evaluates in its own
-process afterwards, as the one shard (gropd/runs/pipeline.py).
+group (a vLLM engine in one starts its own one-process world). A one-process run starts its evaluation as
+a process of its own afterwards, the one shard (gropd/runs/pipeline.py: evaluate_in_own_process).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def claim_shard(environ: MutableMapping[str, str]) -> tuple[int, int]:
 
 def build_eval_engine(config: RunConfig, ref: CheckpointRef, mode: str, tokenizer: Any) -> RolloutEngine:
     """The run's rollout backend on the model under test (hf loads it here; vllm loads it itself), in
-    this process alone (a shard's engine joins no world)."""
+    this process alone (a shard's engine joins no world), asking for no sampler log-probs (none is read)."""
     device = resolve_device(config.backend.device)
     model = load_model(ref, device, config.backend.dtype).eval() if config.backend.rollout == "hf" else None
     return build_rollout(
@@ -90,6 +90,7 @@ def build_eval_engine(config: RunConfig, ref: CheckpointRef, mode: str, tokenize
         own_copy=False,
         max_new_tokens=config.eval.sampling[mode].max_new_tokens,
         distributed=False,
+        logprobs=False,
     )
 
 

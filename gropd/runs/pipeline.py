@@ -5,23 +5,29 @@ A finished run (same config hash) is not redone, nor is a new run whose twin (th
 under another id: gropd/runs/lifecycle.py) finished; an interrupted one resumes; a run whose config changed
 since it started is refused unless `force` (which starts it afresh).
 
-One process (`gropd.cli run`) trains and then evaluates. Several ranks under a launcher train and
-stop at `trained`: the evaluation is then `evaluate` (`gropd.cli evaluate`), launched again as
-processes of its own over every GPU (experiments/launch/slurm_run.sbatch does both).
+No evaluation engine shares a process with training engines, on any route. Several ranks under a launcher
+train and stop at `trained`: the evaluation is then `evaluate` (`gropd.cli evaluate`), launched again as
+processes of its own over every GPU (experiments/launch/slurm_run.sbatch does both). One process (`gropd.cli
+run`) trains, shuts its vLLM engines down, and starts the evaluation as a process of its own (`gropd.cli
+evaluate RUN_ID --recorded`: the config it trained with), whose records are those of any evaluation of the run.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_yaml, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_entry, load_grid, run_file_path, write_run_file
 from gropd.credit import method
 from gropd.record.run_dir import DONE, RunDir
-from gropd.record.run_lock import hold_run
+from gropd.record.run_lock import check_free, child_env, hold_run
 from gropd.record.tracking import check_backends, log_evaluation
 from gropd.runs.lifecycle import changed_error, checkpoints_of, copy_twin, run_state, twin_to_copy
 from gropd.runs.session import Ranks, run_session
@@ -72,8 +78,9 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
     Launched as several ranks (`accelerate launch`), every rank decides from the same reading of the
     run's files (all read, then meet, before rank 0 writes anything), every rank trains, only rank 0
     writes the run's files, and no rank evaluates: the run stops at `trained` (kind eval: as opened),
-    and `evaluate` runs in processes of its own. A process count that cannot share Table 3's batches
-    is refused first (gropd/train/world.py).
+    and `evaluate` runs in processes of its own. One process evaluates in a process of its own once its
+    session ends (evaluate_in_own_process). A process count that cannot share Table 3's batches is
+    refused first (gropd/train/world.py).
     """
     ranks = Ranks.of(config)
     if config.kind == "train":
@@ -130,7 +137,57 @@ def _execute(
                     file=sys.stderr,
                 )
             return status
-        return evaluate_and_finish(config, manifests, run_dir, status, (0, 1))
+    return evaluate_in_own_process(config, manifests, run_dir)
+
+
+def evaluate_in_own_process(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict[str, Any]:
+    """A one-process run's evaluation as a process of its own: `gropd.cli evaluate RUN_ID --recorded` (the
+    config.yaml this process trained with), from the project's root (the results directory named as this process
+    names it, so its records name the model as an in-process evaluation did), with this process's gropd and output;
+    memory this process freed is returned to the device first. The run's status once it has ended;
+    RuntimeError when it failed (its own session recorded why; rerunning the run evaluates it again)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    results_root, project = run_dir.root.parent.parent, manifests.root.parent
+    if not results_root.is_absolute() and Path.cwd().resolve() != project.resolve():
+        results_root = results_root.resolve()  # the child starts in the project's root; kept as given from there
+    command = [sys.executable, "-m", "gropd.cli", "--results", str(results_root), "evaluate", config.run_id]
+    command += ["--profile", config.profile, "--recorded"]
+    code_root = str(Path(__file__).resolve().parents[2])  # the gropd/ and eval/ this process imported
+    path = os.pathsep.join(filter(None, (code_root, os.environ.get("PYTHONPATH"))))
+    print(f"[{config.run_id}] trained; evaluating it in a process of its own", file=sys.stderr, flush=True)
+    env = {**os.environ, "PYTHONPATH": path, **child_env(run_dir.root)}  # it writes under this process's lock
+    done = subprocess.run(command, cwd=project, env=env)
+    if done.returncode:
+        raise RuntimeError(
+            f"[{config.run_id}] its evaluation (`{' '.join(command[1:])}`) exited with {done.returncode}; the run "
+            "stays trained: run it again to evaluate it"
+        )
+    return run_dir.read_status() or {}
+
+
+def recorded_config(results_root: Path, profile: str, run_id: str) -> RunConfig:
+    """The config run `run_id` recorded (results/<profile>/<run_id>/config.yaml, its resolved form): what it
+    was trained with. ConfigError naming the file when it is not that run's resolved config."""
+    run_dir = RunDir(results_root / profile / run_id)
+    try:
+        config = RunConfig.model_validate(run_dir.read_config())
+    except ValidationError as err:
+        raise ConfigError(
+            str(run_dir.config_path),
+            "config.yaml",
+            f"not a resolved run config ({err.error_count()} problems, first: {err.errors()[0]['msg']})",
+            f"the file `gropd.cli run {run_id}` wrote: run it again",
+        ) from None
+    if (config.run_id, config.profile) != (run_id, profile):
+        found = f"run {config.run_id!r} of profile {config.profile!r}"
+        raise ConfigError(str(run_dir.config_path), "run_id, profile", found, f"run {run_id!r} of {profile!r}")
+    return config
 
 
 def evaluate(
@@ -141,16 +198,30 @@ def evaluate(
     through their files (eval/shards.py); rank 0 records the run finished. Each shard holds a lock of its own
     (shard 0 the run's), taken before it reads the run's state."""
     role = "" if shard[0] == 0 else f"shard{shard[0]}"
-    with hold_run(RunDir.at(results_root, config.profile, config.run_id).root, role=role):
+    root = RunDir.at(results_root, config.profile, config.run_id).root
+    if not role:
+        check_free(root)  # another writer first, then the run's own state: refusals before the lock's first byte
+    evaluable(config, manifests, results_root)  # (and again under the lock)
+    with hold_run(root, role=role):
         return _evaluate(config, manifests, results_root, shard)
 
 
 def _evaluate(config: RunConfig, manifests: Manifests, results_root: Path, shard: tuple[int, int]) -> dict[str, Any]:
+    run_dir, state = evaluable(config, manifests, results_root)
+    if state in DONE:
+        print(f"[{config.run_id}] already {state}; nothing to evaluate", file=sys.stderr)
+        return run_dir.read_status() or {}
+    with run_session(run_dir, main=shard[0] == 0) as status:
+        return evaluate_and_finish(config, manifests, run_dir, status, shard)
+
+
+def evaluable(config: RunConfig, manifests: Manifests, results_root: Path) -> tuple[RunDir, str]:
+    """(run directory, state) of a run `evaluate` may act on (done, or trained: eval runs also started);
+    ConfigError naming status.json or the change otherwise. Reads only."""
     run_dir, state = run_state(config, results_root, manifests)
     status = run_dir.read_status() or {}
     if state in DONE:
-        print(f"[{config.run_id}] already {state}; nothing to evaluate", file=sys.stderr)
-        return status
+        return run_dir, state
     if state == "changed":
         expected = "the config and models it was trained with (the same key=value overrides)"
         raise changed_error(run_dir, config, manifests, expected)
@@ -164,8 +235,7 @@ def _evaluate(config: RunConfig, manifests: Manifests, results_root: Path, shard
             f"a {'trained' if config.kind == 'train' else 'started'} run: `gropd.cli run {config.run_id} "
             f"--profile {config.profile}` first",
         )
-    with run_session(run_dir, main=shard[0] == 0) as status:
-        return evaluate_and_finish(config, manifests, run_dir, status, shard)
+    return run_dir, state
 
 
 def evaluate_and_finish(

@@ -1,9 +1,10 @@
-"""Checks a run passes before it loads anything: its models pinned, its teacher server named, its in-process
-vLLM engines on one GPU each, and its GPU big enough for what lives on it (gropd/model/fit.py): the trainer
-beside its rollout and teacher engines, each engine within its share, the evaluation engine alone. Each
-failure is a clear error (exit 2) naming what to set; a grid is checked whole before its first run starts.
-What fits but runs slower (a rollout batch whose KV cache needs several waves, a served teacher's idle
-share) is said on stderr."""
+"""Checks a run passes before it loads anything: its models pinned, its in-process vLLM engines on one GPU
+each, and its GPU big enough for what lives on it (gropd/model/fit.py): the trainer beside its rollout and
+teacher engines, each engine within its share, the evaluation engine alone. Each failure is a clear error
+(exit 2) naming what to set; a grid is checked whole before its first run starts. What fits but runs slower
+(a rollout batch whose KV cache needs several waves, a served teacher's idle share) is said on stderr. A served
+teacher needs no address here: without backend.teacher_url the run follows its address file and waits for it
+(gropd/model/teacher/server.py); the job's environment check reports it (gropd/runs/preflight_env.py)."""
 
 from __future__ import annotations
 
@@ -33,21 +34,6 @@ from gropd.model.fit import (
 )
 from gropd.runs.evaluation import suites_for
 from gropd.runs.lifecycle import models_of
-
-
-def require_teacher_server(config: RunConfig, manifests: Manifests) -> None:
-    """A run whose teacher is served needs the server's address before anything starts."""
-    if config.kind != "train" and config.kind != "score" or config.backend.teacher != "server":
-        return
-    if not config.backend.teacher_url:
-        label = manifests.pairings[config.pairing]["teacher"]["model"]
-        raise ConfigError(
-            f"run {config.run_id}",
-            "backend.teacher_url",
-            f"missing: its teacher {label} is scored by a server (backend.teacher: server)",
-            f"http://HOST:PORT of `experiments/launch/teacher_server.sh {label}` started first on a GPU node "
-            "(pass backend.teacher_url=..., or TEACHER_URL=... to experiments/launch/slurm_run.sbatch)",
-        )
 
 
 def require_device(config: RunConfig, cuda: bool) -> None:
@@ -228,7 +214,6 @@ def preflight(config: RunConfig, manifests: Manifests) -> None:
     if config.profile == "paper":  # every Hub model pinned in experiments/lock.yaml (else a ConfigError: run `pin`)
         for label, _ in models_of(config, manifests).values():
             checkpoint_ref(manifests, config.profile, label)
-    require_teacher_server(config, manifests)
     require_one_gpu_engines(config)
     require_device(config, torch.cuda.is_available())
     require_question_range(config, manifests)

@@ -9,7 +9,9 @@ the teacher behind a server, the evaluation as 2 shards in processes of its own,
     2. run A: table1's first GR-OPD run, uninterrupted (results/rehearsal/), then `evaluate` under the launcher
     3. run B: the same run in results/rehearsal-resume/, SIGKILLed (launcher and both ranks) once it has
        logged a step after its first checkpoint, then launched again: both ranks resume; then `evaluate`
-    4. the checks below, each printed ok or FAILED; exit 1 if any failed
+    4. run C: its first step again with the transformers teacher in each rank (backend.teacher=hf, what
+       method fullkl needs) under the same FSDP launch, in results/rehearsal-hf-teacher/
+    5. the checks below, each printed ok or FAILED; exit 1 if any failed
 
     python -m gropd.runs.rehearsal [--steps-before-kill 3]
 """
@@ -40,7 +42,11 @@ from gropd.record.run_dir import RunDir
 RUN_ID = "table1__I4nothink-I1.7nothink__gropd"
 PROFILE = "rehearsal"
 LAUNCH_CONFIG = Path("experiments/launch/cpu_fsdp.yaml")
-RESULTS_A, RESULTS_B = Path("results"), Path("results/rehearsal-resume")
+RESULTS_A, RESULTS_B, RESULTS_C = (
+    Path("results"),
+    Path("results/rehearsal-resume"),
+    Path("results/rehearsal-hf-teacher"),
+)
 TIMEOUT_S = 600
 
 
@@ -234,6 +240,19 @@ def checks(manifests, a: RunDir, b: RunDir, logs: Path, killed_at: int, server: 
             f"(Macro {macro:.2f}; the resumed run's equal: {same})"
         )
 
+    def hf_teacher() -> str:
+        log_c = (logs / "run_c.log").read_text()
+        assert "the same weights on all 2 processes" in log_c, "run C's ranks did not report the same teacher"
+        first_a, first_c = (RunDir(root / PROFILE / RUN_ID).read_metrics()[0] for root in (RESULTS_A, RESULTS_C))
+        ratio = first_c["mean_abs_feedback"] / first_a["mean_abs_feedback"]
+        assert 0.5 < ratio < 2, (
+            f"mean |f| {first_c['mean_abs_feedback']:.3f} with it, {first_a['mean_abs_feedback']:.3f} served"
+        )
+        return (
+            "the transformers teacher has the same weights on both FSDP ranks; step 1's mean |f| "
+            f"{first_c['mean_abs_feedback']:.3f} against {first_a['mean_abs_feedback']:.3f} through the server"
+        )
+
     def teacher() -> str:
         served = (logs / "teacher.log").read_text().count("scored ")
         assert served >= 2 * steps or "vllm" in server, f"the server scored {served} requests"
@@ -248,6 +267,7 @@ def checks(manifests, a: RunDir, b: RunDir, logs: Path, killed_at: int, server: 
         "FSDP2 sharding": sharded,
         "uneven forwards across ranks": uneven,
         "evaluation in its own processes": evaluated_once,
+        "transformers teacher on every rank": hf_teacher,
         "teacher server": teacher,
     }
     return [check(name, test) for name, test in names.items()]
@@ -261,10 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     manifests = load_manifests(Path("experiments"))
     logs = RESULTS_A / PROFILE / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    a, b = (RunDir(root / PROFILE / RUN_ID) for root in (RESULTS_A, RESULTS_B))
-    for run in (a, b):
+    a, b, c = (RunDir(root / PROFILE / RUN_ID) for root in (RESULTS_A, RESULTS_B, RESULTS_C))
+    for run in (a, b, c):
         subprocess.run(["rm", "-rf", str(run.root)], check=True)
-    for name in ("run_a.log", "run_b.log"):
+    for name in ("run_a.log", "run_b.log", "run_c.log"):
         (logs / name).write_text("")
     server, url, what = start_teacher(manifests, logs)
     try:
@@ -276,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rehearsal: run B killed after {killed_at} steps; resuming", flush=True)
         wait(launch(RESULTS_B, url, logs / "run_b.log"), "run B (resumed)")
         wait(launch(RESULTS_B, url, logs / "run_b.log", "evaluate"), "run B's evaluation")
+        print(
+            f"rehearsal: run B done ({time.monotonic() - started:.0f} s); run C: the transformers teacher", flush=True
+        )
+        wait(launch(RESULTS_C, url, logs / "run_c.log", "run", ("backend.teacher=hf", "train.steps=1")), "run C")
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait()

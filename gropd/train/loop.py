@@ -254,8 +254,19 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
         save_final(accelerator, ctx, run_dir, config.backend.dtype)
         status = {"status": "trained", "reason": None, "collapse_step": None}
     accelerator.wait_for_everyone()
-    accelerator.end_training()  # closes the trackers and this run's process group
+    if accelerator.num_processes == 1:  # this process goes on, and its evaluation starts beside it on the device;
+        release_engines(ctx)  # first: one process's vLLM engine made the process group that end_training ends
+    accelerator.end_training()  # closes the trackers and this run's process group (if any is left)
     return status
+
+
+def release_engines(ctx: StepContext) -> None:
+    """Shut the run's vLLM engines down (close(): their memory back now, not when vLLM's frozen garbage
+    collector gets to it); the other engines hold nothing beyond the Python objects dropped with `ctx`."""
+    for engine in (ctx.engine, ctx.teacher):
+        close = getattr(engine, "close", None)
+        if close is not None:
+            close()
 
 
 def save_final(accelerator: Accelerator, ctx: StepContext, run_dir: RunDir, dtype: str) -> None:

@@ -14,7 +14,16 @@ an FSDP2 DTensor is gathered with `full_tensor()` (a collective every rank joins
 when the loader asks for it, so a GPU holds one full float32 tensor at a time, not the whole state dict,
 and Qwen3's tied lm_head is not gathered a second time (the embedding's tensor is given under both names,
 as before: vLLM's layerwise reload then loads both of its tied modules).
-Then it drops the prefix cache, whose KV was computed with the old weights.
+Then it drops the prefix cache, whose KV was computed with the old weights. `LLM.reset_prefix_cache()` returns
+False when it could not (vLLM 0.33.0 `BlockPool.reset_prefix_cache`: some KV blocks are still held by unfinished
+requests, and the cached hashes stay, so a later prompt could reuse KV of the old weights). Between two rollouts no
+request of this engine is running (`LLM.generate` returns once every request has finished), so False means a
+request was left behind: sync_weights raises rather than sample from stale KV (preempting it with
+`reset_running_requests=True` would run the stale request again and hand its output to the next generate call).
+
+Sampler log-probs are requested (`SamplingParams(logprobs=0)`: the sampled token's log-prob) only where they are
+read: training reads them (π_S,old, or the sampler's gap to the trainer's); an evaluation engine (`logprobs=False`)
+asks for none, vLLM's default (`logprobs=None`, vllm/sampling_params.py), so vLLM computes no per-token log-prob.
 
 Context: prompts longer than max_model_len − max_new_tokens (backend.max_prompt_tokens) are refused
 before the engine sees them (PromptTooLongError names the setting), rather than answered with a response
@@ -76,15 +85,16 @@ def _sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[Any] | None) 
     return [float(position[token].logprob) for token, position in zip(token_ids, logprobs, strict=True)]
 
 
-def rollout_batch_from_outputs(outputs: Sequence[Any], n: int) -> RolloutBatch:
+def rollout_batch_from_outputs(outputs: Sequence[Any], n: int, logprobs: bool = True) -> RolloutBatch:
     """Flatten vLLM `RequestOutput`s (one per prompt, each with n completions) prompt-major.
 
     outputs[i].prompt_token_ids      prompt i
     outputs[i].outputs[j].token_ids  response j of prompt i  -> row i*n + j
     .finish_reason                   "stop" | "length" (anything else, e.g. "abort", is an error)
-    .logprobs                        per token {token id: Logprob}, holding the sampled token
+    .logprobs                        per token {token id: Logprob}, holding the sampled token (read when
+                                     `logprobs`; else the batch has sampler_logprobs None)
     """
-    batch = RolloutBatch(prompt_ids=[], response_ids=[], finish_reasons=[], sampler_logprobs=[])
+    batch = RolloutBatch(prompt_ids=[], response_ids=[], finish_reasons=[], sampler_logprobs=[] if logprobs else None)
     for i, request in enumerate(outputs):
         completions = sorted(request.outputs, key=lambda c: c.index)
         if len(completions) != n:
@@ -98,7 +108,8 @@ def rollout_batch_from_outputs(outputs: Sequence[Any], n: int) -> RolloutBatch:
             batch.prompt_ids.append(list(request.prompt_token_ids))
             batch.response_ids.append(list(completion.token_ids))
             batch.finish_reasons.append(completion.finish_reason)
-            batch.sampler_logprobs.append(_sampled_logprobs(completion.token_ids, completion.logprobs))
+            if logprobs:
+                batch.sampler_logprobs.append(_sampled_logprobs(completion.token_ids, completion.logprobs))
     return batch
 
 
@@ -150,12 +161,14 @@ class VLLMRollout:
         tokenizer: str | None = None,
         rule: StopRule,
         distributed: bool = True,
+        logprobs: bool = True,
     ) -> None:
         vllm = require("vllm", "backend.rollout=vllm (student rollouts)")
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine: weight sync without a copy
         self._vllm = vllm
         self._rule = rule
         self._max_model_len = max_model_len
+        self._logprobs = logprobs
         self.samples_trained_weights = False  # its own copy of the weights, in `dtype`
         self._llm = vllm.LLM(
             **engine_arguments(
@@ -180,7 +193,7 @@ class VLLMRollout:
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
                 max_tokens=sampling.max_new_tokens,
-                logprobs=0,
+                logprobs=0 if self._logprobs else None,
                 seed=request_seed(seed, i, n),
                 stop_token_ids=list(self._rule.token_ids),
                 stop=list(self._rule.strings),
@@ -189,10 +202,21 @@ class VLLMRollout:
             for i in range(len(prompt_ids))
         ]
         prompts = [self._vllm.inputs.TokensPrompt(prompt_token_ids=list(p)) for p in prompt_ids]
-        return rollout_batch_from_outputs(self._llm.generate(prompts, params, use_tqdm=False), n)
+        return rollout_batch_from_outputs(self._llm.generate(prompts, params, use_tqdm=False), n, self._logprobs)
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Load the trainer's current weights into the engine (every rank must call it under FSDP)."""
         weights = full_state_dict_items(model)  # a generator: each tensor gathered when vLLM's loader takes it
         self._llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
-        self._llm.reset_prefix_cache()
+        if not self._llm.reset_prefix_cache():
+            raise RuntimeError(
+                "vLLM could not drop its prefix cache after the weight sync (LLM.reset_prefix_cache() returned False: "
+                "KV blocks are still held by an unfinished request), so KV computed with the old weights could be "
+                "reused; no request should outlive a generate call here (see gropd/model/rollout/vllm.py)"
+            )
+
+    def close(self) -> None:
+        """Shut the engine down now, not at garbage collection (vLLM freezes the collector): vLLM 0.33.0's
+        in-process client stops its EngineCore (executor, scheduler), unfreezes the collector, frees the
+        distributed state it made and empties the CUDA cache (EngineCore.shutdown). Unusable afterwards."""
+        self._llm.llm_engine.engine_core.shutdown()

@@ -18,17 +18,28 @@ Served-name convention: the server is started with `--revision <full id>` and
 name (and `root`, the repo), never the revision. The client refuses to score when the
 served name differs from `<model>@<revision>` (or `<model>` when revision is None).
 
-Start-up: `vllm serve` answers only once its model is loaded (minutes for a 32B: download, load,
-compile), and a job array may start before its server. The client waits for `/v1/models` up to
-`start_wait_s` (GROPD_TEACHER_WAIT_S, gropd/model/components.py), polling every POLL_S seconds and saying
-what it waits for once a minute; a server that answers with another model fails at once. The card's
-`max_model_len` must hold the run's longest row + the 1 token vLLM generates (`context`), else it refuses
-before scoring; a longer row is refused before it is sent (PromptTooLongError), not answered with HTTP 400.
+Address (TeacherAddress): a fixed `backend.teacher_url`, or, without one, the address file the server's launch
+script keeps on shared storage, `<GROPD_TEACHER_DIR or .teachers>/<LABEL>.url` (one line, http://host:port;
+experiments/launch/teacher_server.sh writes it each time it starts, so a requeued server on another node
+rewrites it). The file is read again at every (re)connection: a server that moved is found.
 
-Requests: transient failures (connection errors, timeouts, HTTP 429/500/502/503/504) are retried
-with exponential backoff, backoff_s · 2^k before retry k+1, at most max_retries times;
-any other HTTP error fails at once. Field names checked against vLLM 0.32.0's
-`CompletionResponseChoice` and vLLM 0.33.0's `ModelCard` (vllm/entrypoints/serve/engine/protocol.py).
+Waiting: `vllm serve` answers only once its model is loaded (minutes for a 32B: download, load, compile), a job
+array may start before its server, and a server may end or be preempted mid-run. At start-up and whenever a
+request finds the server gone, the client waits for `/v1/models` at the current address up to `wait_s`
+(GROPD_TEACHER_WAIT_S, gropd/model/components.py), polling every POLL_S seconds and saying what it waits for once
+a minute, then sends the request again; a server that answers with another model fails at once. The card's
+`max_model_len` must hold the run's longest row + the 1 token vLLM generates (`context`), else it refuses before
+scoring (checked again after a reconnection); a longer row is refused before it is sent (PromptTooLongError), not
+answered with HTTP 400.
+
+Requests: rows go out in order, at most `batch_size` rows and `max_request_tokens` tokens a request (a longer row
+alone), and a request of n tokens may take `timeout_s + n / SLOWEST_TOKENS_PER_S` seconds: a large batch is
+never one request that may legitimately outlast a fixed timeout, and a timeout resends only its own rows (vLLM
+cancels the request a client gave up on: `with_cancellation` on its completions route, vLLM 0.33.0). Transient
+failures (connection errors, timeouts, HTTP 429/500/502/503/504) are retried with exponential backoff,
+backoff_s · 2^k before retry k+1, at most max_retries times, then the client waits for the server as above; any
+other HTTP error fails at once. Field names checked against vLLM 0.32.0's `CompletionResponseChoice` and vLLM
+0.33.0's `ModelCard` (vllm/entrypoints/serve/engine/protocol.py).
 """
 
 from __future__ import annotations
@@ -38,14 +49,21 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gropd.model.rollout.base import require_within
 from gropd.model.teacher.vllm_engine import response_logprobs_from_prompt_logprobs
 
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
-POLL_S = 10.0  # seconds between start-up checks of /v1/models
+POLL_S = 10.0  # seconds between checks of /v1/models while the server is away
+# The slowest share of a server a request is expected to get: a 32B `vllm serve` on 8 GPUs prefills some 10-20k
+# tokens/s in all, and four 32B runs x 8 ranks share it first come first served (ours, an estimate).
+SLOWEST_TOKENS_PER_S = 200.0
+TEACHER_DIR_ENV = "GROPD_TEACHER_DIR"
+TEACHER_DIR = ".teachers"
 
 
 class TeacherServerError(RuntimeError):
@@ -66,11 +84,45 @@ def completion_payload(served_name: str, rows: list[list[int]]) -> dict[str, Any
     return {"model": served_name, "prompt": rows, "max_tokens": 1, "temperature": 1.0, "prompt_logprobs": 0}
 
 
-def batch_slices(n_rows: int, batch_size: int) -> list[slice]:
-    """Consecutive row slices of at most batch_size rows, in order."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    return [slice(start, min(start + batch_size, n_rows)) for start in range(0, n_rows, batch_size)]
+@dataclass(frozen=True)
+class TeacherAddress:
+    """Where a teacher server answers: a fixed `url`, or the address `file` its launch script keeps current."""
+
+    url: str | None = None
+    file: Path | None = None
+
+    def current(self) -> str | None:
+        """http://host:port as it is now (the file read again), None while the file names none."""
+        if self.url:
+            return self.url.rstrip("/")
+        try:
+            return self.file.read_text().strip().rstrip("/") or None
+        except OSError:
+            return None
+
+    def describe(self) -> str:
+        return self.url or f"the address in {self.file}"
+
+
+def teacher_address(url: str | None, label: str, environ: Mapping[str, str]) -> TeacherAddress:
+    """`url` (backend.teacher_url) when given, else teacher `label`'s address file under GROPD_TEACHER_DIR
+    (default .teachers, from the directory runs start in: the repository root)."""
+    if url:
+        return TeacherAddress(url=url)
+    return TeacherAddress(file=Path(environ.get(TEACHER_DIR_ENV) or TEACHER_DIR) / f"{label}.url")
+
+
+def request_slices(lengths: list[int], max_rows: int, max_tokens: int) -> list[slice]:
+    """Consecutive row slices, in order, of at most max_rows rows and max_tokens tokens (a longer row alone)."""
+    if max_rows < 1 or max_tokens < 1:
+        raise ValueError(f"max_rows and max_tokens must be at least 1, got {max_rows} and {max_tokens}")
+    slices, start, tokens = [], 0, 0
+    for row, length in enumerate(lengths):
+        if row > start and (row - start == max_rows or tokens + length > max_tokens):
+            slices.append(slice(start, row))
+            start, tokens = row, 0
+        tokens += length
+    return slices + ([slice(start, len(lengths))] if lengths else [])
 
 
 def parse_completion_response(
@@ -102,29 +154,33 @@ def check_served_model(models_body: dict[str, Any], expected: str, base_url: str
     return cards[expected]
 
 
-def wait_for_server(base_url: str, expected: str, wait_s: float) -> dict[str, Any]:
-    """The `/v1/models` card of `expected` once the server answers (polled every POLL_S seconds for up to
-    wait_s, a line on stderr each minute); TeacherServerError when it never does or serves another model."""
+def wait_for_server(address: TeacherAddress, expected: str, wait_s: float) -> tuple[str, dict[str, Any]]:
+    """(base URL, `/v1/models` card of `expected`) once the server answers at its current address (polled every
+    POLL_S seconds for up to wait_s, a line on stderr each minute); TeacherServerError when it never does or
+    serves another model."""
     sleep, clock = time.sleep, time.monotonic
-    url, start, said = f"{base_url}/v1/models", clock(), 0.0
+    start, said = clock(), 0.0
     while True:
+        base_url = address.current()
         try:
-            body = request_json(url, None, timeout_s=POLL_S, max_retries=0, backoff_s=0.0)
-            return check_served_model(body, expected, base_url)
+            if base_url is None:
+                raise TeacherServerUnavailable(f"last error: no address yet in {address.file}")
+            body = request_json(f"{base_url}/v1/models", None, timeout_s=POLL_S, max_retries=0, backoff_s=0.0)
+            return base_url, check_served_model(body, expected, base_url)
         except TeacherServerUnavailable as err:  # not up yet; any answer (another model, HTTP 4xx) fails at once
             last = str(err).split("last error: ", 1)[-1]
         waited = clock() - start
         if waited >= wait_s:
             raise TeacherServerError(
-                f"teacher server {base_url} did not answer /v1/models with {expected!r} within {wait_s:.0f} s "
-                f"(last: {last}); is experiments/launch/teacher_server.sh running there? Set GROPD_TEACHER_WAIT_S "
-                "to wait longer (a queued server job, a first download)"
+                f"the teacher server ({address.describe()}) did not answer /v1/models with {expected!r} within "
+                f"{wait_s:.0f} s (last: {last}); is experiments/launch/teacher_server.sh running? Set "
+                "GROPD_TEACHER_WAIT_S to wait longer (a queued or requeued server job, a first download)"
             )
         if waited - said >= 60 or not said:
             said = max(waited, 1e-9)
             print(
-                f"waiting for the teacher server {base_url} to serve {expected} ({waited:.0f} of {wait_s:.0f} s; "
-                f"{last}): `vllm serve` answers once its model is loaded",
+                f"waiting for the teacher server ({base_url or address.describe()}) to serve {expected} "
+                f"({waited:.0f} of {wait_s:.0f} s; {last}): `vllm serve` answers once its model is loaded",
                 file=sys.stderr,
                 flush=True,
             )
@@ -162,49 +218,81 @@ def request_json(
 
 
 class ServerTeacher:
-    """TeacherScorer on a remote `vllm serve` that serves `<model>@<revision>`."""
+    """TeacherScorer on a remote `vllm serve` that serves `<model>@<revision>`, wherever it answers now."""
 
     def __init__(
         self,
-        base_url: str,
+        address: TeacherAddress,
         *,
         model: str,
         revision: str | None,
         batch_size: int,
+        max_request_tokens: int,
         timeout_s: float,
         max_retries: int,
         backoff_s: float,
-        start_wait_s: float,
+        wait_s: float,
         context: int | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.served_name = served_model_name(model, revision)
-        self.batch_size = batch_size
-        self._retry = {"timeout_s": timeout_s, "max_retries": max_retries, "backoff_s": backoff_s}
-        card = wait_for_server(self.base_url, self.served_name, start_wait_s)
+        self.address, self.served_name = address, served_model_name(model, revision)
+        self.batch_size, self.max_request_tokens, self.timeout_s = batch_size, max_request_tokens, timeout_s
+        self.wait_s, self.context = wait_s, context
+        self._retry = {"max_retries": max_retries, "backoff_s": backoff_s}
+        self._connect(wait_s)
+
+    def _connect(self, wait_s: float) -> None:
+        """Wait for the server at its current address and check its card (its context holds our rows)."""
+        self.base_url, card = wait_for_server(self.address, self.served_name, wait_s)
         self.max_model_len = card.get("max_model_len")
-        if context is not None and self.max_model_len is not None and self.max_model_len < context:
+        if self.context is not None and self.max_model_len is not None and self.max_model_len < self.context:
             raise TeacherServerError(
                 f"teacher server {self.base_url} has max_model_len {self.max_model_len}, but this run's rows need "
-                f"{context} (backend.max_prompt_tokens + sampling.max_new_tokens + the 1 token vLLM generates); "
-                f"start it with MAX_MODEL_LEN={context} experiments/launch/teacher_server.sh"
+                f"{self.context} (backend.max_prompt_tokens + sampling.max_new_tokens + the 1 token vLLM generates); "
+                f"start it with MAX_MODEL_LEN={self.context} experiments/launch/teacher_server.sh"
             )
 
     def score(self, prompt_ids: list[list[int]], response_ids: list[list[int]]) -> list[list[float]]:
-        """log π_T of every response token; rows go out in batches of batch_size, order kept."""
+        """log π_T of every response token; rows go out in requests of request_slices, order kept."""
         if len(prompt_ids) != len(response_ids):
             raise ValueError(f"{len(prompt_ids)} prompts but {len(response_ids)} responses")
+        lengths = [len(p) + len(r) for p, r in zip(prompt_ids, response_ids, strict=True)]
         if self.max_model_len is not None:
             require_within(
-                [len(p) + len(r) for p, r in zip(prompt_ids, response_ids, strict=True)],
+                lengths,
                 self.max_model_len - 1,
                 f"the teacher server's context (max_model_len {self.max_model_len} - the 1 token vLLM generates)",
                 "backend.max_prompt_tokens above the longest teacher prompt (and the server's MAX_MODEL_LEN)",
             )
         out: list[list[float]] = []
-        for rows in batch_slices(len(prompt_ids), self.batch_size):
+        for rows in request_slices(lengths, self.batch_size, self.max_request_tokens):
             prompts, responses = prompt_ids[rows], response_ids[rows]
             payload = completion_payload(self.served_name, [p + r for p, r in zip(prompts, responses, strict=True)])
-            body = request_json(f"{self.base_url}/v1/completions", payload, **self._retry)
+            body = self._complete(payload, sum(lengths[rows]))
             out.extend(parse_completion_response(body, prompts, responses))
         return out
+
+    def _complete(self, payload: dict[str, Any], tokens: int) -> dict[str, Any]:
+        """The server's answer to one request of `tokens` tokens (timed by its size); while the server is gone
+        (refused, silent, 5xx, moved) the request is sent again once it answers, for up to wait_s in all."""
+        timeout_s = self.timeout_s + tokens / SLOWEST_TOKENS_PER_S
+        gone_at = None
+        while True:
+            try:
+                url = f"{self.base_url}/v1/completions"
+                return request_json(url, payload, timeout_s=timeout_s, **self._retry)
+            except TeacherServerUnavailable as err:
+                gone_at = time.monotonic() if gone_at is None else gone_at
+                left = self.wait_s - (time.monotonic() - gone_at)
+                if left <= 0:
+                    raise TeacherServerError(
+                        f"the teacher server ({self.address.describe()}) has not answered this request for "
+                        f"{self.wait_s:.0f} s (GROPD_TEACHER_WAIT_S): {err}"
+                    ) from err
+                print(
+                    f"the teacher server {self.base_url} did not answer mid-run ({err}); waiting up to {left:.0f} s "
+                    f"(GROPD_TEACHER_WAIT_S) for it at {self.address.describe()}, then this request ({tokens} "
+                    "tokens) is sent again",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                self._connect(left)

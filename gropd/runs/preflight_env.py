@@ -1,0 +1,361 @@
+"""The job's environment, checked in seconds before anything loads: the first step of
+experiments/launch/slurm_run.sbatch and teacher_server.sh (`./reproduce.sh check`, which first makes sure .venv
+holds the GPU environment of `./reproduce.sh gpu-env`), and a command to run by hand on a compute node.
+
+    GPUs            torch sees exactly --processes CUDA devices, one per process the launcher starts (with
+                    --serving: at least that many, the server's tensor-parallel size)
+    torch build     requirements-gpu.txt's torch, built for a CUDA the NVIDIA driver runs (hardware.MIN_DRIVER)
+    CPUs            this step may run on the CPUs the job asked per task (SLURM_CPUS_PER_TASK) and on at least
+                    CPUS_PER_PROCESS a process: a trainer's Python thread also drives its two vLLM engines'
+                    schedulers and detokenisers, beside compilation and the math-verify workers
+    vLLM            imports, at requirements-gpu.txt's version
+    snapshots       every model and dataset pinned in experiments/lock.yaml is in the Hub cache, which the job
+                    reads offline (HF_HUB_OFFLINE=1 unless it is 0: then a missing one is downloaded, a note)
+    teacher server  each teacher the profile's Table 1 runs score through a server answers /v1/models with its
+                    pinned `<repo>@<revision>` at TEACHER_URL or its address file (gropd/model/teacher/server.py);
+                    another model fails, no answer yet is a note (its runs wait GROPD_TEACHER_WAIT_S for it)
+    disk            the results directory's filesystem holds one run's checkpoints: float32 masters and AdamW
+                    state (12 bytes a parameter) for keep_checkpoints + 1 checkpoints, and the bf16 final model
+
+Each check prints one line, `ok`, `note` or `FAILED` (saying what to set); exit 2 when any failed.
+
+    python -m gropd.runs.preflight_env [--processes N] [--serving LABEL] [--results DIR] [--profile paper]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gropd.config import ConfigError, load_manifests, resolve_run
+from gropd.config.lock import read_lock
+from gropd.config.manifests import Manifests
+from gropd.model.hardware import MIN_DRIVER, nvidia_gpus, why_not_usable
+
+EXPERIMENTS, GPU_REQUIREMENTS = Path("experiments"), Path("requirements-gpu.txt")
+CPUS_PER_PROCESS = 2
+CHECKPOINT_BYTES, FINAL_BYTES = 12, 2  # a parameter's float32 master + AdamW moments; its bf16 final copy
+
+
+@dataclass(frozen=True)
+class Line:
+    """One check's outcome: status ok | note | FAILED, what was checked, what was found (and what to set)."""
+
+    status: str
+    what: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.status:<7} {self.what}: {self.text}"
+
+
+def gpu_pins(path: Path) -> dict[str, str]:
+    """name -> version of the `name==version` lines of a requirements file."""
+    pairs = [line.split("#")[0].strip().split("==") for line in path.read_text().splitlines()]
+    return {pair[0].strip().lower(): pair[1].strip() for pair in pairs if len(pair) == 2}
+
+
+def gpus_line(
+    listed: list[tuple[str, str]],
+    cuda_devices: int,
+    torch_version: str,
+    torch_cuda: str | None,
+    processes: int,
+    exact: bool = True,
+) -> Line:
+    """GPUs: nvidia-smi's list, what torch sees of it, and the processes the launch starts (`exact`), or the GPUs
+    a server's tensor parallelism takes (at least)."""
+    if not listed:
+        return Line("FAILED", "GPUs", "nvidia-smi lists none here: run on a GPU node (sbatch --gpus-per-node=N)")
+    if not cuda_devices:
+        return Line(
+            "FAILED",
+            "GPUs",
+            f"nvidia-smi lists {len(listed)} but torch sees none: "
+            + why_not_usable(listed[0][1], torch_version, torch_cuda),
+        )
+    if cuda_devices < processes or (exact and cuda_devices != processes):
+        return Line(
+            "FAILED",
+            "GPUs",
+            f"torch sees {cuda_devices} CUDA device(s), the launch starts {processes} process(es), one per GPU: "
+            f"submit with --gpus-per-node={processes} (or give --processes {cuda_devices}; CUDA_VISIBLE_DEVICES "
+            "limits what torch sees)",
+        )
+    return Line("ok", "GPUs", f"{cuda_devices} x {listed[0][0]}, one per process")
+
+
+def torch_line(torch_version: str, torch_cuda: str | None, driver: str | None, pinned: str) -> Line:
+    """torch build: the pinned version, a CUDA build, a driver new enough for it."""
+    install = "./reproduce.sh gpu-env (from any node)"
+    if torch_version.split("+")[0] != pinned:
+        return Line("FAILED", "torch build", f"torch {torch_version}, requirements-gpu.txt pins {pinned}: {install}")
+    if torch_cuda is None:
+        return Line("FAILED", "torch build", f"torch {torch_version} is a CPU-only build: {install}")
+    need = MIN_DRIVER.get(int(torch_cuda.split(".")[0]))
+    major = driver.split(".")[0] if driver else ""
+    if need is not None and (not major.isdigit() or int(major) < need):
+        return Line(
+            "FAILED",
+            "torch build",
+            f"torch {torch_version} (CUDA {torch_cuda}) needs an NVIDIA driver >= {need}, this node has "
+            f"{driver or 'none'}: run on a node with a newer driver",
+        )
+    return Line("ok", "torch build", f"torch {torch_version} (CUDA {torch_cuda}), driver {driver}")
+
+
+def cpus_line(usable: int, asked: int | None, processes: int) -> Line:
+    """CPUs: what this step may run on against the job's ask and CPUS_PER_PROCESS a process."""
+    need = max(asked or 0, CPUS_PER_PROCESS * processes)
+    if usable >= need:
+        return Line("ok", "CPUs", f"{usable} for {processes} process(es) (asked per task: {asked or 'not set'})")
+    return Line(
+        "FAILED",
+        "CPUs",
+        f"this step may run on {usable} CPU(s), it needs {need} ("
+        + (f"the job asked {asked} per task; " if asked else "")
+        + f"{CPUS_PER_PROCESS} a process): under srun give the step --cpus-per-task=$SLURM_CPUS_PER_TASK (Slurm "
+        "22.05-23.02 srun does not pass the job's on; or export SRUN_CPUS_PER_TASK), and submit with "
+        f"--cpus-per-task >= {CPUS_PER_PROCESS * processes}",
+    )
+
+
+def vllm_line(version: str | None, error: str | None, pinned: str) -> Line:
+    """vLLM: installed at its pin, and importable."""
+    install = "./reproduce.sh gpu-env (from any node)"
+    if version is None:
+        return Line(
+            "FAILED", "vLLM", f"not installed in this environment (requirements-gpu.txt pins {pinned}): {install}"
+        )
+    if version != pinned:
+        return Line("FAILED", "vLLM", f"{version} installed, requirements-gpu.txt pins {pinned}: {install}")
+    if error:
+        return Line("FAILED", "vLLM", f"{version} does not import ({error}): {install} again")
+    return Line("ok", "vLLM", f"{version} imports")
+
+
+def snapshot_lines(
+    lock: dict[str, Any], cached: Callable[[str, str, str], str | None], offline: bool, only: str | None = None
+) -> list[Line]:
+    """Each pinned model (and, unless `only` names one repo, dataset) in the Hub cache: `cached(kind, repo, full)` is
+    None when complete there, else what is missing."""
+    wanted = [("model", repo, entry["full"]) for repo, entry in lock["models"].items() if only in (None, repo)]
+    wanted += [] if only else [("dataset", repo, entry["full"]) for repo, entry in lock["datasets"].items()]
+    lines = []
+    for kind, repo, full in wanted:
+        missing = cached(kind, repo, full)
+        if missing is None:
+            lines.append(Line("ok", "snapshot", f"{kind} {repo}@{full[:12]} in the Hub cache"))
+            continue
+        fetch = f"hf download {repo}{' --repo-type dataset' if kind == 'dataset' else ''} --revision {full}"
+        if offline:
+            lines.append(
+                Line(
+                    "FAILED",
+                    "snapshot",
+                    f"{kind} {repo}@{full} is not in the Hub cache ({missing}) and the job runs offline: {fetch} "
+                    "where the Hub is reachable, with this HF_HOME (or HF_HUB_OFFLINE=0 where compute nodes may "
+                    "download)",
+                )
+            )
+        else:
+            lines.append(
+                Line(
+                    "note",
+                    "snapshot",
+                    f"{kind} {repo}@{full[:12]} is not cached ({missing}); HF_HUB_OFFLINE=0: the job downloads it",
+                )
+            )
+    return lines
+
+
+def hub_cache_gap(kind: str, repo: str, full: str) -> str | None:
+    """What of snapshot `repo@full` the local Hub cache lacks (None: nothing): a model's config.json and every
+    weight file its index lists; a dataset's snapshot folder (its files are the ones `datasets` reads)."""
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if kind == "dataset":
+        folder = Path(constants.HF_HUB_CACHE) / f"datasets--{repo.replace('/', '--')}" / "snapshots" / full
+        return None if folder.is_dir() and any(folder.iterdir()) else f"no {folder}"
+    files = ["config.json"]
+    index = try_to_load_from_cache(repo, "model.safetensors.index.json", revision=full)
+    if isinstance(index, str):
+        files += sorted(set(json.loads(Path(index).read_text())["weight_map"].values()))
+    else:
+        files.append("model.safetensors")
+    absent = [name for name in files if not isinstance(try_to_load_from_cache(repo, name, revision=full), str)]
+    return f"missing {', '.join(absent[:3])}{' ...' if len(absent) > 3 else ''}" if absent else None
+
+
+def teacher_line(label: str, expected: str, url: str | None, where: str, ask: Callable[[str], dict[str, Any]]) -> Line:
+    """A served teacher: its server answers /v1/models at `url` (from TEACHER_URL or its address file, `where`)
+    with `expected`; `ask(url)` is that GET."""
+    from gropd.model.teacher.server import TeacherServerError, TeacherServerUnavailable, check_served_model
+
+    start = f"sbatch experiments/launch/teacher_server.sh {label}"
+    if url is None:
+        return Line(
+            "note",
+            "teacher server",
+            f"{label}: no address yet ({where}): is `{start}` queued? its runs wait up to GROPD_TEACHER_WAIT_S for it",
+        )
+    try:
+        card = check_served_model(ask(url), expected, url)
+    except TeacherServerUnavailable as err:
+        return Line(
+            "note",
+            "teacher server",
+            f"{label}: {url} ({where}) does not answer yet ({str(err).split('last error: ')[-1]}); its runs wait "
+            "up to GROPD_TEACHER_WAIT_S for it",
+        )
+    except TeacherServerError as err:
+        return Line("FAILED", "teacher server", f"{label}: {err}")
+    return Line("ok", "teacher server", f"{label}: {url} serves {expected} (max_model_len {card.get('max_model_len')})")
+
+
+def disk_line(free: int, parameters: dict[str, int], keep: int, where: Path) -> Line:
+    """Free bytes under the results directory against one run's checkpoints of its largest student."""
+    if not parameters:
+        return Line(
+            "note",
+            "disk",
+            f"{free / 2**30:.0f} GiB free under {where}; the students' size is unknown (their config.json is not "
+            "cached: see snapshots)",
+        )
+    label, count = max(parameters.items(), key=lambda item: item[1])
+    need = count * (CHECKPOINT_BYTES * (keep + 1) + FINAL_BYTES)
+    text = (
+        f"{free / 2**30:.0f} GiB free under {where}; a run of {label} writes up to {need / 2**30:.0f} GiB ({keep} + 1 "
+        "checkpoints of float32 masters and AdamW state, the bf16 final)"
+    )
+    return Line(
+        "ok" if free >= need else "FAILED",
+        "disk",
+        text if free >= need else f"{text}: free space there, or --results DIR elsewhere",
+    )
+
+
+def run_settings(manifests: Manifests, profile: str) -> tuple[dict[str, str], dict[str, str], int]:
+    """(served teacher label -> pinned served name, student label -> Hub repo, keep_checkpoints) of the profile's
+    Table 1 runs, as resolved (pairings.yaml's per-profile settings included)."""
+    from gropd.model.checkpoints import checkpoint_ref
+    from gropd.runs.pipeline import grid_entries
+
+    served, students, keep = {}, {}, 0
+    for entry in grid_entries(manifests, ["table1"]):
+        config = resolve_run(None, profile, manifests, [], entry_values=entry.values)
+        pairing, keep = manifests.pairings[config.pairing], config.train.keep_checkpoints
+        students[pairing["student"]["model"]] = manifests.model(profile, pairing["student"]["model"])["source"].get(
+            "repo"
+        )
+        if config.backend.teacher == "server":
+            served[pairing["teacher"]["model"]] = checkpoint_ref(
+                manifests, profile, pairing["teacher"]["model"]
+            ).describe()
+    return served, students, keep
+
+
+def environment_lines(processes: int, serving: bool, environ: Mapping[str, str]) -> list[Line]:
+    """GPUs, torch build, CPUs and vLLM, as this process finds them."""
+    import torch
+
+    pins = gpu_pins(GPU_REQUIREMENTS)
+    listed = nvidia_gpus()
+    lines = [
+        gpus_line(listed, torch.cuda.device_count(), torch.__version__, torch.version.cuda, processes, not serving),
+        torch_line(torch.__version__, torch.version.cuda, listed[0][1] if listed else None, pins["torch"]),
+    ]
+    asked = environ.get("SLURM_CPUS_PER_TASK", "")
+    lines.append(cpus_line(len(os.sched_getaffinity(0)), int(asked) if asked.isdigit() else None, processes))
+    try:
+        version, error = importlib.metadata.version("vllm"), None
+        importlib.import_module("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        version, error = None, None
+    except Exception as err:  # noqa: BLE001 - any import failure is the line's finding
+        error = f"{type(err).__name__}: {err}"
+    lines.append(vllm_line(version, error, pins["vllm"]))
+    return lines
+
+
+def pinned_lines(args: argparse.Namespace, environ: Mapping[str, str]) -> list[Line]:
+    """Snapshots, teacher servers and disk, from experiments/lock.yaml and the profile's Table 1 runs."""
+    from gropd.model.teacher.server import request_json, teacher_address
+
+    lock_path = EXPERIMENTS / "lock.yaml"
+    if not lock_path.exists():
+        return [
+            Line(
+                "FAILED",
+                "snapshots",
+                f"no {lock_path}: run ./reproduce.sh pin where the Hub is reachable, then fill the cache (LAYOUT.md)",
+            )
+        ]
+    manifests, lock = load_manifests(EXPERIMENTS), read_lock(lock_path)
+    served, students, keep = run_settings(manifests, args.profile)
+    only = manifests.model(args.profile, args.serving)["source"].get("repo") if args.serving else None
+    lines = snapshot_lines(lock, hub_cache_gap, environ.get("HF_HUB_OFFLINE", "1") not in ("", "0"), only)
+    if args.serving:
+        return lines
+    ask = lambda url: request_json(f"{url}/v1/models", None, timeout_s=10.0, max_retries=0, backoff_s=0.0)  # noqa: E731
+    for label, expected in served.items():
+        address = teacher_address(environ.get("TEACHER_URL"), label, environ)
+        where = "TEACHER_URL" if address.url else str(address.file)
+        lines.append(teacher_line(label, expected, address.current(), where, ask))
+    results = args.results if args.results.exists() else Path(".")
+    lines.append(disk_line(shutil.disk_usage(results).free, student_parameters(students, lock), keep, args.results))
+    return lines
+
+
+def student_parameters(students: dict[str, str], lock: dict[str, Any]) -> dict[str, int]:
+    """Parameter counts of the students whose config.json is cached at their pinned revision."""
+    from huggingface_hub import try_to_load_from_cache
+
+    from gropd.model.fit import Architecture
+
+    counts = {}
+    for label, repo in students.items():
+        full = (lock["models"].get(repo) or {}).get("full")
+        path = try_to_load_from_cache(repo, "config.json", revision=full) if full else None
+        if isinstance(path, str):
+            counts[label] = Architecture.of(json.loads(Path(path).read_text())).parameters()
+    return counts
+
+
+def default_processes(environ: Mapping[str, str]) -> int:
+    """SLURM_GPUS_ON_NODE, else the GPUs nvidia-smi lists, else Table 3's 8."""
+    given = environ.get("SLURM_GPUS_ON_NODE", "")
+    return int(given) if given.isdigit() else len(nvidia_gpus()) or 8
+
+
+def main(argv: list[str] | None = None, environ: Mapping[str, str] = os.environ) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--processes", type=int, help="processes the job starts on this node, one per GPU")
+    parser.add_argument("--serving", metavar="LABEL", help="this node serves LABEL (teacher_server.sh)")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="where runs write (default results/)")
+    parser.add_argument("--profile", default="paper")
+    args = parser.parse_args(argv)
+    processes = args.processes or default_processes(environ)
+    lines = environment_lines(processes, bool(args.serving), environ)
+    try:
+        lines += pinned_lines(args, environ)
+    except ConfigError as err:  # a broken lock, a model it lacks, an unknown label: one line too
+        lines.append(Line("FAILED", "experiments", str(err)))
+    for line in lines:
+        print(line, flush=True)
+    failed = sum(line.status == "FAILED" for line in lines)
+    print(f"check: {failed} failed of {len(lines)}" + (" (exit 2)" if failed else ": the job may start"), flush=True)
+    return 2 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
