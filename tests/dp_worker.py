@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import torch
 from accelerate import Accelerator
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from toy_model import toy_qwen3
 
 from gropd.credit import method
 from gropd.model.logprobs import pack, response_logprobs
@@ -76,18 +76,7 @@ def synthetic_rollout(step: int, rows: list[tuple[int, int]], model, device) -> 
 
 
 def build(mode: str, accelerator: Accelerator):
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=64,
-    )
-    model = Qwen3ForCausalLM(config)
+    model = toy_qwen3(VOCAB)
     if mode == "fsdp2":
         from torch.distributed.fsdp import fully_shard
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForCausalLM, DynamicCache, Qwen3Config, Qwen3ForCausalLM
+from toy_model import toy_qwen3
+from transformers import AutoModelForCausalLM, DynamicCache, Qwen3ForCausalLM
 
 from benchmarks.logprob_memory import VOCAB, run_child
 from gropd.model.chunked_logprobs import token_logprobs
@@ -32,19 +33,7 @@ LAYOUTS = [
 
 
 def random_lm(vocab: int = 40, tied: bool = True, seed: int = 0) -> Qwen3ForCausalLM:
-    torch.manual_seed(seed)
-    config = Qwen3Config(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=64,
-        tie_word_embeddings=tied,
-    )
-    return Qwen3ForCausalLM(config).eval()
+    return toy_qwen3(vocab, seed, tie_word_embeddings=tied).eval()
 
 
 def full_softmax_reference(hidden, weight, bias, targets, temperature):

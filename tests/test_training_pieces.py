@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from toy_model import toy_qwen3
+from transformers import Qwen3ForCausalLM
 
 from eval.suites import Question
 from gropd.model.logprobs import pack, response_logprobs
@@ -17,18 +18,7 @@ CPU = torch.device("cpu")
 
 
 def tiny_lm(seed: int = 0) -> Qwen3ForCausalLM:
-    torch.manual_seed(seed)
-    config = Qwen3Config(
-        vocab_size=24,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=64,
-    )
-    return Qwen3ForCausalLM(config).eval()
+    return toy_qwen3(24, seed).eval()
 
 
 def test_packed_logprobs_equal_unpadded_forward() -> None:
