@@ -1,4 +1,5 @@
-"""Shared fixtures: a private copy of experiments/ so tests can edit manifests freely."""
+"""Shared fixtures: a private copy of experiments/ so tests can edit manifests freely, and a private project on the
+real tiny world as the current directory."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_runs import project
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -19,3 +21,12 @@ def experiments(tmp_path: Path) -> Path:
     target = tmp_path / "experiments"
     shutil.copytree(REPO / "experiments", target, ignore=shutil.ignore_patterns("runs", "lock.yaml"))
     return target
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private project (tiny_runs.project: experiments/ copied, the built tiny world linked) as the current
+    directory; a test file may define its own `root`."""
+    root = project(tmp_path)
+    monkeypatch.chdir(root)
+    return root

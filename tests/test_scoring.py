@@ -7,21 +7,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_runs import project, tiny_config
 from tiny_runs import run_tiny as run
+from tiny_runs import tiny_config
 
 from gropd.credit import broadcast, trajectory_scores
 from gropd.horizon import separation_curve
 
 pytestmark = pytest.mark.slow
 PAIRING = "I4nothink-I1.7nothink"
-
-
-@pytest.fixture
-def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = project(tmp_path)
-    monkeypatch.chdir(root)
-    return root
 
 
 def test_scoring_pass_saves_graded_batches_and_trains_nothing(root: Path) -> None:

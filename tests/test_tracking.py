@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from tiny_runs import project, tiny_config
+from tiny_runs import tiny_config
 
 from gropd.cli import main
 from gropd.config import config_hash, load_manifests
@@ -21,13 +21,6 @@ from gropd.record.tracking import check_backends, hyperparameters, summary_scala
 from gropd.runs.pipeline import execute
 
 RUN = "table1__I4nothink-I1.7nothink__gropd"
-
-
-@pytest.fixture
-def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = project(tmp_path)
-    monkeypatch.chdir(root)
-    return root
 
 
 def scalars(run_dir: RunDir) -> dict[str, list[tuple[int, float]]]:

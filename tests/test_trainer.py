@@ -24,13 +24,6 @@ MATCHED = "table1__I4nothink-I1.7nothink__gropd"
 CROSS = "table1__I4think-B1.7__gropd"
 
 
-@pytest.fixture
-def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = project(tmp_path)
-    monkeypatch.chdir(root)
-    return root
-
-
 def test_logged_f_S_A_match_the_credit_functions_and_teacher(root: Path) -> None:
     status, run_dir = run(root, CROSS, ["train.steps=1", "train.dump_steps=[1]", "gropd.lam=0.25"])
     assert status["status"] == "finished"
