@@ -326,30 +326,6 @@ class ShardedQwen(torch.nn.Module):
         return dict(self.weights)
 
 
-def test_sync_weights_streams_one_gathered_tensor_at_a_time(monkeypatch) -> None:
-    """The engine takes the weights as a generator: each sharded tensor is gathered when its turn comes, so at
-    most the tied embedding and the current tensor are alive at once (not the whole float32 state dict), and the
-    embedding is gathered once for its two names."""
-    monkeypatch.setitem(__import__("sys").modules, "vllm", fake_vllm())
-    ShardedWeight.gathers, Gathered.alive = [], 0
-    rollout = VLLMRollout(
-        "m",
-        revision=None,
-        tensor_parallel=1,
-        dtype="bfloat16",
-        gpu_memory_utilization=0.3,
-        seed=0,
-        max_model_len=None,
-        rule=StopRule((1,)),
-    )
-    rollout.sync_weights(ShardedQwen())
-    names = [name for name, _, _ in rollout._llm.loaded]
-    assert names == list(ShardedQwen().weights)  # every name, in state-dict order, the tied one too
-    assert ShardedWeight.gathers.count("embed") == 1 and len(ShardedWeight.gathers) == 8
-    assert max(alive for _, _, alive in rollout._llm.loaded) <= 2, rollout._llm.loaded
-    assert rollout._llm.loaded[-1][1] == (10, 4)
-
-
 def vllm_rollout(logprobs: bool = True) -> VLLMRollout:
     return VLLMRollout(
         "m",
@@ -362,6 +338,21 @@ def vllm_rollout(logprobs: bool = True) -> VLLMRollout:
         rule=StopRule((3,)),
         logprobs=logprobs,
     )
+
+
+def test_sync_weights_streams_one_gathered_tensor_at_a_time(monkeypatch) -> None:
+    """The engine takes the weights as a generator: each sharded tensor is gathered when its turn comes, so at
+    most the tied embedding and the current tensor are alive at once (not the whole float32 state dict), and the
+    embedding is gathered once for its two names."""
+    monkeypatch.setitem(__import__("sys").modules, "vllm", fake_vllm())
+    ShardedWeight.gathers, Gathered.alive = [], 0
+    rollout = vllm_rollout()
+    rollout.sync_weights(ShardedQwen())
+    names = [name for name, _, _ in rollout._llm.loaded]
+    assert names == list(ShardedQwen().weights)  # every name, in state-dict order, the tied one too
+    assert ShardedWeight.gathers.count("embed") == 1 and len(ShardedWeight.gathers) == 8
+    assert max(alive for _, _, alive in rollout._llm.loaded) <= 2, rollout._llm.loaded
+    assert rollout._llm.loaded[-1][1] == (10, 4)
 
 
 def test_a_weight_sync_whose_prefix_cache_stays_is_an_error(monkeypatch) -> None:
