@@ -104,6 +104,7 @@ STRICT = [
     (["gropd.lam=true"], "command line: gropd.lam: Input should be a valid number (got True)"),
     (["feedback.zero_format_tokens=1"], "Input should be a valid boolean"),
     (["eval.suites=[]"], "command line: eval.suites: List should have at least 1 item"),
+    (["eval.suites=[add,sub,add]"], "command line: eval.suites: each suite once (named more than once: add)"),
     (["gropd={lam: 0.1, lam: 0.9}"], "found the key 'lam' twice"),
     (["train.optimizer.betas=[2,3]"], "train.optimizer.betas.0: Input should be less than 1"),
     (["train.prompts.source.kind=bogus"], "source.kind 'bogus' is not a prompt source (expected tiny or hub)"),

@@ -169,6 +169,15 @@ class EvalSettings(Strict):
     k: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
     sampling: dict[Literal["default", "think", "nothink"], SamplingBlock]
 
+    @field_validator("suites")
+    @classmethod
+    def _each_suite_once(cls, suites: list[str] | None) -> list[str] | None:
+        """A suite named twice would be evaluated once under another config hash: refused."""
+        repeated = sorted({name for name in suites or [] if suites.count(name) > 1})
+        if repeated:
+            raise ValueError(f"each suite once (named more than once: {', '.join(repeated)})")
+        return suites
+
 
 class PromptSettings(Strict):
     instruction: str
