@@ -220,6 +220,6 @@ case "$target" in
   status) gropd status ${profile:+--profile "$profile"} "${passthrough[@]}";;
   pin)    gropd pin --profile "${profile:-paper}";;
   world)  gropd world;;
-  rehearse) py -m gropd.runs.rehearsal;;
+  rehearse) py -m benchmarks.rehearsal;;
   test)   py -m pytest -q ${fast:+-m "not slow"} "${passthrough[@]}";;
 esac

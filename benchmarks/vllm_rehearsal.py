@@ -15,7 +15,7 @@ that stopped it) / not run:
               the update having moved the trainer's by >= MOVED; then the end of training
               (destroy_process_group) and, as the run did before evaluation had its own processes, a vLLM
               engine built in rank 0's process: its outcome is reported
-    teacher   `vllm serve` of the teacher on 127.0.0.1 (gropd.runs.rehearsal.start_teacher)
+    teacher   `vllm serve` of the teacher on 127.0.0.1 (benchmarks.rehearsal.start_teacher)
     train     `accelerate launch` (cpu_fsdp.yaml) of `gropd.cli run` table1__I4nothink-I1.7nothink__gropd
               --profile rehearsal backend.rollout=vllm, TRAIN_STEPS rollout batches, the teacher through the
               server: both ranks' rollout engines under external_launcher, weights synced each step; the
@@ -199,8 +199,8 @@ def stage_sync(scratch: Path, student: Path, logs: Path) -> str:
 
 
 def stage(name: str, test) -> bool:
-    """gropd.runs.rehearsal.check, with any error (not only a failed check) printed as the stage's FAILED line."""
-    from gropd.runs.rehearsal import check
+    """benchmarks.rehearsal.check, with any error (not only a failed check) printed as the stage's FAILED line."""
+    from benchmarks.rehearsal import check
 
     def guarded() -> str:
         try:
@@ -233,9 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import vllm
 
+    from benchmarks.rehearsal import launch, start_teacher, wait
     from gropd.config import load_manifests
     from gropd.record.run_dir import RunDir
-    from gropd.runs.rehearsal import launch, start_teacher, wait
 
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="gropd-vllm-rehearsal-"))
     scratch.mkdir(parents=True, exist_ok=True)

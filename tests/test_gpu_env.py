@@ -92,7 +92,7 @@ def test_a_venv_made_on_the_login_node_gets_the_gpu_environment_by_one_command(t
     stamp = (root / ".venv/.requirements.sha256").read_text().strip()
     assert stamp == stamp_of(root, "requirements.txt", "requirements-gpu.txt") and (root / ".venv/.gpu").exists()
     for gpus in (True, False):  # kept as it is by every later target, on either node
-        assert reproduce(root, tmp_path, "rehearse", gpus=gpus)[2] == ["-m gropd.runs.rehearsal"]
+        assert reproduce(root, tmp_path, "rehearse", gpus=gpus)[2] == ["-m benchmarks.rehearsal"]
 
 
 def test_the_stamp_covers_exactly_what_was_installed(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ the teacher behind a server, the evaluation as 2 shards in processes of its own,
        method fullkl needs) under the same FSDP launch, in results/rehearsal-hf-teacher/
     5. the checks below, each printed ok or FAILED; exit 1 if any failed
 
-    python -m gropd.runs.rehearsal [--steps-before-kill 3]
+    python -m benchmarks.rehearsal [--steps-before-kill 3]   (from the repository root)
 """
 
 from __future__ import annotations
