@@ -174,13 +174,16 @@ gpu_note
 export PYTHONUNBUFFERED=1
 # Python runs as a child that signals reach: bash alone dies of SIGTERM and leaves its child running (a grid
 # orphaned, and a second writer on its runs when the command is run again), and a background child ignores
-# SIGINT; so SIGTERM, SIGINT and SIGHUP are passed on to it as SIGTERM, and it is waited for to the end.
-child=""
-pass_on() { [ -z "$child" ] || kill -TERM "$child" 2>/dev/null || true; }
+# SIGINT; so SIGTERM, SIGINT and SIGHUP are passed on to it as SIGTERM, and it is waited for to the end. A signal
+# that comes while no child is known yet (between the fork and `child=$!`, a window a loaded machine widens) is kept
+# in `signalled` and passed on as soon as the child is known.
+child=""; signalled=""
+pass_on() { signalled=1; [ -z "$child" ] || kill -TERM "$child" 2>/dev/null || true; }
 trap pass_on TERM INT HUP
 py() {
   local rc=0
   .venv/bin/python "$@" 0<&0 & child=$!
+  [ -z "$signalled" ] || kill -TERM "$child" 2>/dev/null || true
   wait "$child" || rc=$?
   while kill -0 "$child" 2>/dev/null; do rc=0; wait "$child" || rc=$?; done  # a signal ended the first wait
   child=""

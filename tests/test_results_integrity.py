@@ -289,10 +289,17 @@ time.sleep(60)
 
 
 @pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGINT])
-def test_reproduce_sh_passes_a_signal_on_to_its_python_and_waits(tmp_path: Path, sent) -> None:
+@pytest.mark.parametrize("window", [False, True], ids=["", "before-child-known"])
+def test_reproduce_sh_passes_a_signal_on_to_its_python_and_waits(tmp_path: Path, sent, window) -> None:
     """Before, bash died of SIGTERM and its `gropd.cli grid` went on (two grids on one results/ when the command was
-    run again). The Python child here stands in for gropd.cli: it records its pid and the SIGTERM it is sent."""
+    run again). The Python child here stands in for gropd.cli: it records its pid and the SIGTERM it is sent.
+    `window`: the signal comes after the fork but before bash knows the child's pid (widened here by a sleep; on a
+    loaded machine it is milliseconds, and a signal there was lost: CI once waited the child's whole minute)."""
     script = copy_with_venv(tmp_path)
+    if window:
+        text = script.read_text()
+        assert "0<&0 & child=$!" in text
+        script.write_text(text.replace("0<&0 & child=$!", "0<&0 & sleep 2; child=$!"))
     fake = tmp_path / "fake" / "gropd"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
