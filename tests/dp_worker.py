@@ -72,7 +72,19 @@ def synthetic_rollout(step: int, rows: list[tuple[int, int]], model, device) -> 
     A = torch.stack(advantages)[:, :width] * packed.response_mask
     batch = RolloutBatch(prompt_ids=prompts, response_ids=responses, finish_reasons=["stop"] * len(responses))
     zeros = torch.zeros_like(A)
-    return Rollout([], batch, packed, logp_old, zeros, zeros, zeros, A, torch.zeros(len(responses)), 0, {})
+    return Rollout(
+        questions=[],
+        batch=batch,
+        packed=packed,
+        logp_old=logp_old,
+        teacher_logp=zeros,
+        entropy=zeros,
+        f=zeros,
+        advantages=A,
+        scores=torch.zeros(len(responses)),
+        degenerate_groups=0,
+        seconds={},
+    )
 
 
 def build(mode: str, accelerator: Accelerator):

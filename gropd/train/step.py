@@ -39,6 +39,7 @@ from accelerate.utils import gather_object
 from eval.files import atomic_write_with
 from eval.grading import Grader
 from eval.suites import Question
+from gropd.config import RunConfig
 from gropd.credit import (
     CreditSettings,
     Method,
@@ -56,9 +57,9 @@ from gropd.model.teacher.base import TeacherScorer
 from gropd.train.world import rank_share
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Rollout:
-    """One rollout batch on this process, tensors `[B, T]` (B = local prompts x G)."""
+    """One rollout batch on this process, tensors `[B, T]` (B = local prompts x G); built by field name."""
 
     questions: list[Question]
     batch: RolloutBatch
@@ -125,7 +126,9 @@ def step_seed(seed: int, step: int, rank: int) -> int:
     return (seed * 1_000_003 + step * 9_176 + rank * 131) % (2**31 - 1)
 
 
-def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: int, step: int = 1) -> Rollout:
+def collect_rollout(
+    ctx: StepContext, config: RunConfig, questions: list[Question], seed: int, step: int = 1
+) -> Rollout:
     """Sample G responses per prompt, score them under the teacher, and compute f, S and A
     (A by the run's method's rule; None when the run has no method, as a scoring pass, or when its method has no
     rule: its loss takes the teacher's whole distribution instead)."""
@@ -161,24 +164,24 @@ def collect_rollout(ctx: StepContext, config, questions: list[Question], seed: i
     scores = trajectory_scores(f, mask, config.gropd.gamma)
     seconds = {"rollout": t1 - t0, "teacher": t2 - t1, "credit": time.perf_counter() - t2}
     return Rollout(
-        questions,
-        batch,
-        packed,
-        logp_old,
-        teacher_logp,
-        entropy,
-        f,
-        advantages,
-        scores,
-        stats["degenerate_groups"],
-        seconds,
-        gap,
-        forwards,
-        teacher_hidden,
+        questions=questions,
+        batch=batch,
+        packed=packed,
+        logp_old=logp_old,
+        teacher_logp=teacher_logp,
+        entropy=entropy,
+        f=f,
+        advantages=advantages,
+        scores=scores,
+        degenerate_groups=stats["degenerate_groups"],
+        seconds=seconds,
+        sampler_gap=gap,
+        forwards=forwards,
+        teacher_hidden=teacher_hidden,
     )
 
 
-def credit_settings(config, constant_c: float | None) -> CreditSettings:
+def credit_settings(config: RunConfig, constant_c: float | None) -> CreditSettings:
     """The credit rules' settings from the run's config (γ, λ, ε, σ convention, degenerate rule; c)."""
     g = config.gropd
     return CreditSettings(
@@ -199,7 +202,7 @@ def rows_tensor(rows: list[list[float]], width: int, device: torch.device) -> to
 
 
 def old_logprobs(
-    ctx: StepContext, config, batch: RolloutBatch, width: int, step: int
+    ctx: StepContext, config: RunConfig, batch: RolloutBatch, width: int, step: int
 ) -> tuple[torch.Tensor, torch.Tensor, float | None, int | None]:
     """(π_S,old `[B, T]`, entropy `[B, T]`, Σ |recompute − sampler| or None, this rank's planned recompute
     forwards or None) by `backend.old_logprobs` (module docstring)."""
@@ -257,7 +260,7 @@ def assign_prompts(count: int, seed: int, rank: int, world: int) -> list[int]:
 
 
 def accumulate_gradient(
-    ctx: StepContext, config, rollout: Rollout, rows: list[int], minibatch: list[int], real: bool
+    ctx: StepContext, config: RunConfig, rollout: Rollout, rows: list[int], minibatch: list[int], real: bool
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One micro-step: the loss of `rows` (of `minibatch`; _micro_batch_loss), its gradient added with the
     rows' share of the minibatch as weight (0 for a filler forward, `real` False, that keeps the ranks in step)."""
@@ -268,7 +271,7 @@ def accumulate_gradient(
     return loss, stats
 
 
-def update_policy(ctx: StepContext, config, rollout: Rollout) -> dict[str, float]:
+def update_policy(ctx: StepContext, config: RunConfig, rollout: Rollout) -> dict[str, float]:
     """Clipped updates (or, for fullkl, exact-KL updates) over minibatches (consecutive local rows; see
     assign_prompts), with gradient accumulation over the minibatch's forwards (plan_forwards: at most
     per_device_batch responses and backend.max_tokens_per_forward packed tokens each, as many on every rank:
@@ -308,7 +311,7 @@ def update_policy(ctx: StepContext, config, rollout: Rollout) -> dict[str, float
 
 
 def _micro_batch_loss(
-    ctx: StepContext, config, rollout: Rollout, rows: list[int]
+    ctx: StepContext, config: RunConfig, rollout: Rollout, rows: list[int]
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One forward's loss over rollout rows `rows` and its stats: the clipped surrogate on A, or for fullkl
     the exact per-token KL to the teacher's whole distribution (gropd/loss.py)."""
@@ -336,14 +339,14 @@ def _micro_batch_loss(
     )
 
 
-def grade_rollout(ctx: StepContext, config, rollout: Rollout) -> list[float]:
+def grade_rollout(ctx: StepContext, config: RunConfig, rollout: Rollout) -> list[float]:
     """Verifier reward of each local response, `[B]`: 1.0 if its final answer equals the gold one, else 0.0."""
     texts = [ctx.decode(ids) for ids in rollout.batch.response_ids]
     golds = [q.answer for q in rollout.questions for _ in range(config.train.group_size)]
     return [float(v.correct) for v in ctx.grader.grade(texts, golds)]
 
 
-def rollout_metrics(ctx: StepContext, config, rollout: Rollout, rewards: list[float]) -> dict[str, Any]:
+def rollout_metrics(ctx: StepContext, config: RunConfig, rollout: Rollout, rewards: list[float]) -> dict[str, Any]:
     """Monitoring numbers of the whole rollout batch (gathered over processes), `rewards` from
     grade_rollout. Never in the loss."""
     mask = rollout.packed.response_mask
@@ -388,7 +391,7 @@ def rollout_metrics(ctx: StepContext, config, rollout: Rollout, rewards: list[fl
     } | ({} if None in joined["adv_abs_sum"] else {"mean_advantage_abs": sum(joined["adv_abs_sum"]) / tokens})
 
 
-def train_step(ctx: StepContext, config, questions: list[Question], step: int) -> dict[str, Any]:
+def train_step(ctx: StepContext, config: RunConfig, questions: list[Question], step: int) -> dict[str, Any]:
     """One rollout batch end to end; returns its metrics record."""
     rank = ctx.accelerator.process_index
     rollout = collect_rollout(ctx, config, questions, step_seed(config.seed, step, rank), step)
