@@ -25,7 +25,7 @@ from tree_snapshot import changes, snapshot
 from gropd import cli
 from gropd.config import ConfigError
 from gropd.record.run_dir import RunDir
-from gropd.record.run_lock import RunBusyError, hold_run, lock_paths
+from gropd.record.run_lock import RunBusyError, current_holder, describe, hold_run, lock_paths
 from gropd.report import build
 from gropd.report.publish import swap_in
 
@@ -227,6 +227,21 @@ def test_a_second_writer_stops_at_once_naming_the_holder_and_a_dead_holders_lock
     assert not run.exists()  # the lock lives beside the run, so --force can delete the run's directory under it
 
 
+def test_a_waiter_reads_the_record_its_holder_writes_just_after_taking_the_lock(tmp_path: Path) -> None:
+    """The holder writes its record right after it takes the lock; a waiter that comes in between found none (or
+    the last holder's released one) and named nobody: seen once in a loaded CI run of the two-writers test."""
+    import threading
+
+    path = tmp_path / "run.holder.json"
+    path.write_text(json.dumps({"pid": 1, "host": "h", "since": "s", "released": "r"}))  # the last holder's
+    writer = threading.Timer(0.3, lambda: path.write_text(json.dumps({"pid": 2, "host": "h", "since": "t"})))
+    writer.start()
+    assert current_holder(path)["pid"] == 2
+    writer.join()
+    assert current_holder(tmp_path / "none.json", wait_s=0.1) == {}
+    assert describe({}) == describe({"pid": 1, "released": "r"}) == "another process (no holder record of it yet)"
+
+
 def test_run_and_evaluate_refuse_a_run_another_process_holds(project, capsys) -> None:
     run = project / "results" / "tiny" / RUN
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(run)], stdout=subprocess.PIPE, text=True, cwd=REPO)
@@ -306,7 +321,12 @@ def test_reproduce_sh_passes_a_signal_on_to_its_python_and_waits(tmp_path: Path,
     (fake / "cli.py").write_text(FAKE_CLI)
     log = tmp_path / "log"
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "fake"), "FAKE_LOG": str(log)}
-    shell = subprocess.Popen(["bash", str(script), "status", "--profile", "tiny"], cwd=tmp_path, env=env)
+    # SIGINT as a terminal leaves it (pytest may run as `./reproduce.sh test`'s background child, which bash starts
+    # with SIGINT ignored, and a shell cannot trap a signal ignored when it started: bash(1), SIGNALS)
+    default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    shell = subprocess.Popen(
+        ["bash", str(script), "status", "--profile", "tiny"], cwd=tmp_path, env=env, preexec_fn=default_sigint
+    )
     for _ in range(200):
         if log.exists() and log.read_text().strip():
             break

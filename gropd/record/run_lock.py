@@ -59,9 +59,20 @@ def read_holder(path: Path) -> dict[str, Any]:
     return holder if isinstance(holder, dict) else {}
 
 
+def current_holder(holder_path: Path, wait_s: float = 2.0) -> dict[str, Any]:
+    """The record of the process that holds the lock now. It writes it right after taking the lock, so a waiter
+    that finds none, or its predecessor's released one, reads again for up to `wait_s` seconds."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        holder = read_holder(holder_path)
+        if (holder and not holder.get("released")) or time.monotonic() >= deadline:
+            return holder
+        time.sleep(0.05)
+
+
 def describe(holder: dict[str, Any]) -> str:
-    if not holder:
-        return "another process (no holder record)"
+    if not holder or holder.get("released"):
+        return "another process (no holder record of it yet)"
     command = f" ({holder['command']})" if holder.get("command") else ""
     return f"pid {holder.get('pid')} on host {holder.get('host')} since {holder.get('since')}{command}"
 
@@ -95,7 +106,7 @@ def taken(run_root: Path, role: str = "") -> FileLock:
         raise RunBusyError(
             str(run_root),
             "run",
-            f"run {run} is being written by {describe(read_holder(holder_path))}",
+            f"run {run} is being written by {describe(current_holder(holder_path))}",
             "one writer per run: wait for it to end (`./reproduce.sh status` shows it), or stop that process "
             "first; a lock is released when its process ends, however it ends",
         ) from None
