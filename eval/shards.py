@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from eval.files import atomic_write_text
+from fileio import atomic_write_text
 
 SHARDS_DIR = "shards"
 POLL_S = 2.0

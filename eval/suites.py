@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from eval.files import load_yaml
+from fileio import load_yaml
 
 log = logging.getLogger(__name__)
 

@@ -24,18 +24,17 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from gropd.config import ConfigError, Manifests, RunConfig, RunFileError, load_manifests
+from gropd.config import ConfigError, Manifests, RunFileError, load_manifests
 from gropd.config.grids import grid_names
 from gropd.model.fit import FitError
 from gropd.model.hardware import GPUNotUsableError
 from gropd.model.optional import MissingDependencyError
-from gropd.record.run_dir import RunDir
 from gropd.record.run_lock import check_free
 from gropd.record.tracking import check_backends
 from gropd.runs.jobs import run_grid_jobs
 from gropd.runs.lifecycle import changed_error, run_state
 from gropd.runs.pipeline import execute, find_run_file, grid_entries, materialise, planned_state
-from gropd.runs.plan import check_overrides, planned_run, planned_run_id
+from gropd.runs.plan import RunPlan, check_overrides, plan_entry, plan_run_id
 from gropd.runs.preflight import preflight
 from gropd.runs.session import Ranks
 from gropd.runs.status import format_table, status_rows
@@ -63,23 +62,23 @@ def cmd_runs(args: argparse.Namespace) -> int:
     once every run resolves, so a bad profile, seed count or run file writes nothing."""
     manifests = _manifests(args.profile)
     entries = grid_entries(manifests, args.grid or grid_names(EXPERIMENTS), _seeds(args.seeds))
-    configs = [planned_run(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
-    states = [run_state(config, args.results, manifests)[1] for config in configs]
+    plans = [plan_entry(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
+    states = [run_state(plan.config, args.results, manifests)[1] for plan in plans]
     for (entry, path, written), state in zip(materialise(manifests, args.profile, entries), states, strict=True):
         print(f"{entry.run_id:<60} {state:<10} {path} ({written})")
     return 0
 
 
-def refusal(config: RunConfig, state: str, manifests: Manifests, results: Path) -> Exception | None:
+def refusal(plan: RunPlan, state: str, manifests: Manifests) -> Exception | None:
     """Why `grid` would refuse to start this run (another process writing it, changed, unpinned, no teacher
     server, a tracker not installed, an engine that does not fit), or None."""
     try:
-        if Ranks.of(config).main:  # the run's writer (under a launcher, the other ranks see rank 0 holding it)
-            check_free(RunDir.at(results, config.profile, config.run_id).root)
+        if Ranks.of(plan.config).main:  # the run's writer (under a launcher, the other ranks see rank 0 holding it)
+            check_free(plan.run_dir.root)
         if state == "changed":
-            raise changed_error(RunDir.at(results, config.profile, config.run_id), config, manifests)
-        preflight(config, manifests)
-        check_backends(config.tracking)
+            raise changed_error(plan.run_dir, plan.config, manifests)
+        preflight(plan.config, manifests)
+        check_backends(plan.config.tracking)
     except REFUSED as err:
         return err
     return None
@@ -90,11 +89,12 @@ def cmd_grid(args: argparse.Namespace) -> int:
     (exit 2 if any); a real one writes the run files and runs them, or stops at the first refusal."""
     manifests = _manifests(args.profile)
     entries = grid_entries(manifests, args.grids, _seeds(args.seeds))
-    configs = [planned_run(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
+    plans = [plan_entry(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
+    configs = [plan.config for plan in plans]
     states = [planned_state(config, args.results, manifests, args.force) for config in configs]
     refused: list[str] = []  # a dry run lists every refusal; a real run stops at the first
-    for index, config in enumerate(configs):
-        if err := refusal(config, states[index], manifests, args.results):
+    for index, plan in enumerate(plans):
+        if err := refusal(plan, states[index], manifests):
             if not args.dry_run:
                 raise err
             refused.append(str(err))
@@ -103,14 +103,13 @@ def cmd_grid(args: argparse.Namespace) -> int:
         materialise(manifests, args.profile, entries)
     if args.jobs > 1:
         code = run_grid_jobs(
-            configs,
+            plans,
             states,
             jobs=args.jobs,
             overrides=args.overrides,
             force=args.force,
             dry_run=args.dry_run,
             results_root=args.results,
-            experiments_dir=manifests.root,
         )
     else:
         code = 0
@@ -126,8 +125,9 @@ def cmd_grid(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     manifests = _manifests(args.profile)
-    config = planned_run_id(manifests, args.profile, args.run_id, args.overrides, args.results)
-    if err := refusal(config, planned_state(config, args.results, manifests, args.force), manifests, args.results):
+    plan = plan_run_id(manifests, args.profile, args.run_id, args.overrides, args.results)
+    config = plan.config
+    if err := refusal(plan, planned_state(config, args.results, manifests, args.force), manifests):
         raise err
     find_run_file(manifests, args.profile, args.run_id)  # written from its grid if it does not exist yet
     status = execute(config, manifests, args.results, force=args.force)
@@ -147,7 +147,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.recorded:
         config = recorded_config(args.results, args.profile, args.run_id)
     else:
-        config = planned_run_id(manifests, args.profile, args.run_id, args.overrides, args.results)
+        config = plan_run_id(manifests, args.profile, args.run_id, args.overrides, args.results).config
     status = evaluate(config, manifests, args.results, args.shard)
     print(f"{config.run_id}: {status.get('status')}")
     return 0

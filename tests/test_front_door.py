@@ -352,7 +352,7 @@ def test_a_fresh_clones_from_results_stops_and_points_at_the_committed_runs(tmp_
 def test_generated_files_get_the_umask_mode(tmp_path: Path) -> None:
     """Atomic writes go through mkstemp (0600); the published file has what a plain open() would give."""
     script = (
-        "import os, sys; from pathlib import Path; os.umask(0o027); from eval.files import atomic_write_text, "
+        "import os, sys; from pathlib import Path; os.umask(0o027); from fileio import atomic_write_text, "
         "atomic_write_with; atomic_write_text(Path(sys.argv[1]) / 'a.txt', 'x'); "
         "atomic_write_with(Path(sys.argv[1]) / 'b.bin', lambda p: Path(p).write_bytes(b'y'))"
     )

@@ -9,15 +9,18 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tiny_runs import REPO, project, tiny_config
+from tiny_runs import FAST, REPO, project, tiny_config
 
-from gropd.config import config_hash, config_yaml
+from gropd.config import config_hash, config_yaml, load_manifests
 from gropd.record.run_dir import RunDir
 from gropd.runs.jobs import plan_jobs, run_grid_jobs
 from gropd.runs.lifecycle import keep_started_threads, split_threads, with_threads
+from gropd.runs.pipeline import find_run_file
+from gropd.runs.plan import RunPlan, plan_run_id
 
 GROPD, OPD = "pair__I4nothink-I1.7nothink__gropd", "pair__I4nothink-I1.7nothink__opd"
 PAIR = """name: pair
@@ -43,6 +46,12 @@ def pair_project(tmp_path: Path, grid: str = PAIR) -> Path:
     return root
 
 
+def plans_of(root: Path, run_ids: tuple[str, ...]) -> list[RunPlan]:
+    """The runs' plans in the project at `root` (its results/), with the test runs' FAST settings."""
+    manifests = load_manifests(root / "experiments")
+    return [plan_run_id(manifests, "tiny", run_id, FAST, root / "results") for run_id in run_ids]
+
+
 def finish(root: Path, run_id: str, config) -> None:
     """A finished run's files as the pipeline leaves them (config.yaml, status.json)."""
     run_dir = RunDir(root / "results" / "tiny" / run_id)
@@ -53,14 +62,34 @@ def finish(root: Path, run_id: str, config) -> None:
 def test_a_grid_whose_runs_are_done_starts_no_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """(Each process took seconds to say "already finished": a finished grid of 30 runs took minutes.)"""
     root = pair_project(tmp_path)
-    configs = [tiny_config(root, run_id, []) for run_id in (GROPD, OPD)]
-    for config in configs:
-        finish(root, config.run_id, config)
+    plans = plans_of(root, (GROPD, OPD))
+    for plan in plans:
+        finish(root, plan.config.run_id, plan.config)
     monkeypatch.setattr("gropd.runs.jobs.subprocess.Popen", lambda *args, **kwargs: pytest.fail("a process started"))
     out = io.StringIO()
-    settings = {"overrides": [], "force": False, "dry_run": False, "experiments_dir": root / "experiments"}
-    assert run_grid_jobs(configs, ["finished"] * 2, jobs=2, results_root=root / "results", out=out, **settings) == 0
+    settings = {"overrides": [], "force": False, "dry_run": False}
+    assert run_grid_jobs(plans, ["finished"] * 2, jobs=2, results_root=root / "results", out=out, **settings) == 0
     assert f"finished           {GROPD}" in out.getvalue() and f"finished           {OPD}" in out.getvalue()
+
+
+def test_a_plan_knows_where_its_thread_count_came_from(tmp_path: Path) -> None:
+    """The thread rule reads the plan's origins: the profile's count gives way to --jobs' split, a count on the
+    command line or in the run's own file does not; a grid's jobs put the key on the command line only once."""
+    root = pair_project(tmp_path)
+    manifests, results = load_manifests(root / "experiments"), root / "results"
+    profile = plan_run_id(manifests, "tiny", GROPD, [], results)
+    assert profile.origin("backend.threads") == str(root / "experiments" / "profiles" / "tiny.yaml")
+    assert not profile.threads_on_purpose and profile.with_split(results, 1).config.backend.threads == 1
+    given = plan_run_id(manifests, "tiny", GROPD, ["backend.threads=2"], results)
+    assert given.threads_on_purpose and given.with_split(results, 1).config.backend.threads == 2
+    run_file = find_run_file(manifests, "tiny", OPD)
+    run_file.write_text(run_file.read_text() + "backend: {threads: 2}\n")
+    own = plan_run_id(manifests, "tiny", OPD, [], results)
+    assert own.run_file == run_file and own.origin("backend.threads") == str(run_file)
+    assert own.threads_on_purpose and own.with_split(results, 1).config.backend.threads == 2
+    for plan, overrides in ((given, ["backend.threads=2"]), (own, [])):
+        (job,) = plan_jobs([plan], jobs=2, overrides=overrides, force=False, results_root=results, cores=2, gpus=[])
+        assert [token for token in job.command if token.startswith("backend.threads=")] == ["backend.threads=2"]
 
 
 def test_split_threads() -> None:
@@ -70,16 +99,15 @@ def test_split_threads() -> None:
 
 def test_plan_splits_threads_keeps_started_runs_and_round_robins_gpus(tmp_path: Path) -> None:
     root = pair_project(tmp_path)
-    configs = [tiny_config(root, run_id, []) for run_id in (GROPD, OPD)]
-    assert configs[0].backend.threads == 2  # the project's profile
-    finish(root, GROPD, configs[0])
+    plans = plans_of(root, (GROPD, OPD))
+    assert plans[0].config.backend.threads == 2  # the project's profile
+    finish(root, GROPD, plans[0].config)
     jobs = plan_jobs(
-        configs,
+        plans,
         jobs=2,
         overrides=["train.steps=2"],
         force=False,
         results_root=root / "results",
-        experiments_dir=root / "experiments",
         cores=2,
         gpus=[],
     )
@@ -98,8 +126,13 @@ def test_plan_splits_threads_keeps_started_runs_and_round_robins_gpus(tmp_path: 
     ]
     assert jobs[1].env["OMP_NUM_THREADS"] == "1" and "CUDA_VISIBLE_DEVICES" not in jobs[1].env
     cuda = [
-        config.model_copy(update={"backend": config.backend.model_copy(update={"device": "cuda"})})
-        for config in configs * 2
+        replace(
+            plan,
+            config=plan.config.model_copy(
+                update={"backend": plan.config.backend.model_copy(update={"device": "cuda"})}
+            ),
+        )
+        for plan in plans * 2
     ]
     gpus = plan_jobs(
         cuda,
@@ -107,7 +140,6 @@ def test_plan_splits_threads_keeps_started_runs_and_round_robins_gpus(tmp_path: 
         overrides=[],
         force=True,
         results_root=root / "results",
-        experiments_dir=root / "experiments",
         cores=16,
         gpus=["3", "5"],
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eval.files import RunFileError  # results/ files that cannot be read back (eval owns the reader)
+from fileio import RunFileError  # results/ files that cannot be read back (eval owns the reader)
 
 __all__ = ["ConfigError", "RunFileError"]
 

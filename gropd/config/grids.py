@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from eval.files import atomic_write_text
+from fileio import atomic_write_text
 from gropd.config.errors import ConfigError
 from gropd.config.layering import dotted_to_nested, nested_to_dotted, read_yaml
 from gropd.config.schema import SAFE_NAME

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from eval.files import load_yaml
+from fileio import load_yaml
 from gropd.config.errors import ConfigError
 
 Origins = dict[str, str]
@@ -83,7 +83,7 @@ def leaf_paths(value: Any, path: str) -> list[str]:
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """["train.steps=5", "gropd.lam=0.25"] -> flat {"train.steps": 5, "gropd.lam": 0.25}; values parse as YAML
-    (eval.files.load_yaml); a later item wins (the command line's own items: gropd.runs.plan.check_overrides)."""
+    (fileio.load_yaml); a later item wins (the command line's own items: gropd.runs.plan.check_overrides)."""
     flat: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from eval.files import atomic_write_text
+from fileio import atomic_write_text
 from gropd.config.errors import ConfigError
 from gropd.config.layering import read_yaml
 from gropd.config.manifests import Manifests

@@ -30,8 +30,21 @@ def resolve_run(
     overrides: list[str] | None = None,
     entry_values: dict[str, Any] | None = None,
 ) -> RunConfig:
-    """The run's resolved config; ConfigError naming the file and key path on any bad input. A run file's
-    `run_id` must be its file name; a key nobody set is blamed on the run file (or grid, or command line)."""
+    """The run's resolved config (resolve_run_traced without the origins)."""
+    return resolve_run_traced(run_file, profile, manifests, overrides, entry_values)[0]
+
+
+def resolve_run_traced(
+    run_file: Path | None,
+    profile: str,
+    manifests: Manifests,
+    overrides: list[str] | None = None,
+    entry_values: dict[str, Any] | None = None,
+) -> tuple[RunConfig, Origins]:
+    """The run's resolved config and where each of its set keys came from (dotted key -> the layer: a file's
+    path, `<pairings.yaml>: <pairing>.config.<profile>`, or "command line"); ConfigError naming the file and key
+    path on any bad input. A run file's `run_id` must be its file name; a key nobody set is blamed on the run
+    file (or grid, or command line)."""
     root = manifests.root
     manifests.require_profile(profile)
     layers = [(read_yaml(root / "train.yaml"), str(root / "train.yaml"))]
@@ -59,7 +72,7 @@ def resolve_run(
     except ValidationError as err:
         raise _config_error(err, where) from None
     check_against_manifests(config, manifests, where)
-    return config
+    return config, origins
 
 
 def _grid_file(root: Path, entry_values: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from eval.files import (
+from fileio import (
     RunFileError,
     append_jsonl,
     atomic_write_json,

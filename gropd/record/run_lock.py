@@ -33,7 +33,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from eval.files import atomic_write_json
+from fileio import atomic_write_json
 from gropd.config.errors import ConfigError
 
 LOCKS = ".locks"

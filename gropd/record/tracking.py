@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval.files import atomic_write_text
+from fileio import atomic_write_text
 from gropd.config.layering import nested_to_dotted
 from gropd.config.schema import RunConfig, TrackingSettings
 from gropd.model.optional import require

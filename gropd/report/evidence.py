@@ -23,7 +23,7 @@ from gropd.credit import METHODS
 from gropd.record.run_dir import DONE, RunDir
 from gropd.report.settings import ReportSettings
 from gropd.runs.lifecycle import settings_hash
-from gropd.runs.plan import planned_run
+from gropd.runs.plan import plan_entry
 
 SHOWN = set("kind grid pairing method model mode seed run_id".split())  # grid values a label shows otherwise (or never)
 SHOWN |= {key for record in METHODS.values() for key, _ in record.knobs}
@@ -263,7 +263,7 @@ class Evidence:
         status = run_dir.read_status()
         if status is None:
             try:
-                config = planned_run(self.manifests, self.profile, entry, [], self.results_root)
+                config = plan_entry(self.manifests, self.profile, entry, [], self.results_root).config
             except ConfigError as err:  # a grid entry this profile cannot run: its own values label it
                 return Run(entry, path, None, dotted_to_nested(entry.values), unresolved=str(err))
             return Run(entry, path, None, config.model_dump(mode="json"))

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from eval.files import FILE_MODE, atomic_write_with
+from fileio import FILE_MODE, atomic_write_with
 from gropd.config.errors import ConfigError
 from gropd.record.run_dir import DONE
 from gropd.report.evidence import Evidence, Run

@@ -13,7 +13,7 @@ from gropd.report.evidence import Evidence, Final, Setting, num
 from gropd.report.formats import INTERVAL, STATS, Cell, Column, Table, interval_cell, render_table, stats_cell
 from gropd.report.publish import Artefact
 from gropd.report.stats import CONVENTION, paired, stats
-from gropd.runs.plan import planned_run
+from gropd.runs.plan import plan_entry
 
 
 def compared(s: Setting) -> bool:
@@ -196,7 +196,7 @@ def table3(ev: Evidence) -> Artefact:
     values: dict[str, dict[str, list[int]]] = {}
     for profile in profiles:
         for entry in expand_grid(load_grid("table1", ev.experiments_dir)):
-            train = planned_run(ev.manifests, profile, entry, [], ev.results_root).train
+            train = plan_entry(ev.manifests, profile, entry, [], ev.results_root).config.train
             steps = train.prompts_per_batch * train.group_size // train.minibatch_responses
             for key, value in [*((k, getattr(train, k)) for k, _ in TABLE3), ("steps", steps)]:
                 values.setdefault(key, {}).setdefault(profile, []).append(value)

@@ -26,9 +26,9 @@ from typing import TextIO
 
 from gropd.config import RunConfig
 from gropd.config.errors import ConfigError, RunFileError
-from gropd.config.grids import run_file_path
 from gropd.record.run_dir import DONE, RunDir
-from gropd.runs.lifecycle import run_threads, split_threads, threads_on_command_line, usable_cores
+from gropd.runs.lifecycle import split_threads, usable_cores
+from gropd.runs.plan import RunPlan
 
 POLL_S = 0.2
 
@@ -60,29 +60,27 @@ def uses_cuda(config: RunConfig, gpus: list[str]) -> bool:
 
 
 def plan_jobs(
-    configs: list[RunConfig],
+    plans: list[RunPlan],
     *,
     jobs: int,
     overrides: list[str],
     force: bool,
     results_root: Path,
-    experiments_dir: Path,
     cores: int,
     gpus: list[str],
 ) -> list[Job]:
-    """One Job per run (configs as resolved for results_root, see gropd.runs.lifecycle.run_threads)."""
+    """One Job per run plan (its thread count under --jobs: RunPlan.with_split, gropd/runs/lifecycle.py's rule)."""
     split, planned, cuda_runs = split_threads(cores, jobs), [], 0
-    for config in configs:
-        threads = run_threads(
-            config, overrides, run_file_path(experiments_dir, config.profile, config.run_id), results_root, split
-        ).backend.threads
+    for plan in plans:
+        config = plan.with_split(results_root, split).config
+        threads = config.backend.threads
         env = {"PYTHONUNBUFFERED": "1"} | ({"OMP_NUM_THREADS": str(threads)} if threads else {})
         if uses_cuda(config, gpus):
             env["CUDA_VISIBLE_DEVICES"] = gpus[cuda_runs % len(gpus)]
             cuda_runs += 1
         run = ["run", config.run_id, "--profile", config.profile, *overrides]
         command = [sys.executable, "-m", "gropd.cli", "--results", str(results_root), *run]
-        if not threads_on_command_line(overrides):  # else the overrides already carry it (a key is given once)
+        if plan.origin("backend.threads") != "command line":  # else the overrides carry it (a key is given once)
             command += [f"backend.threads={'null' if threads is None else threads}"]
         command += ["--force"] if force else []
         planned.append(Job(config.run_id, threads, command, env))
@@ -145,7 +143,7 @@ def outcome(job: Job, results_root: Path, profile: str) -> str:
 
 
 def run_grid_jobs(
-    configs: list[RunConfig],
+    plans: list[RunPlan],
     states: list[str],
     *,
     jobs: int,
@@ -153,7 +151,6 @@ def run_grid_jobs(
     force: bool,
     dry_run: bool,
     results_root: Path,
-    experiments_dir: Path,
     out: TextIO = sys.stderr,
 ) -> int:
     """`gropd.cli grid --jobs N`: plan, say what was chosen, run, summarise; 1 when any run failed.
@@ -166,13 +163,13 @@ def run_grid_jobs(
             "--jobs only without a distributed launcher (multi-GPU runs use experiments/launch/)",
         )
     cores, gpus = usable_cores(), visible_gpus()
+    configs = [plan.config for plan in plans]
     planned = plan_jobs(
-        configs,
+        plans,
         jobs=jobs,
         overrides=overrides,
         force=force,
         results_root=results_root,
-        experiments_dir=experiments_dir,
         cores=cores,
         gpus=gpus,
     )

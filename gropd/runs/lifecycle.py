@@ -23,7 +23,6 @@ from typing import Any
 
 from gropd.config import Manifests, RunConfig, config_hash, config_yaml, data_hash
 from gropd.config.errors import ConfigError, RunFileError
-from gropd.config.layering import read_yaml
 from gropd.model.checkpoints import checkpoint_identity
 from gropd.record.run_dir import DONE, RunDir
 
@@ -121,21 +120,6 @@ def split_threads(cores: int, jobs: int) -> int:
     return max(1, cores // jobs)
 
 
-def threads_on_command_line(overrides: list[str]) -> bool:
-    """Whether the command line's key=value overrides set backend.threads."""
-    return any(item.partition("=")[0].strip() == "backend.threads" for item in overrides)
-
-
-def threads_set_on_purpose(overrides: list[str], run_file: Path | None) -> bool:
-    """Whether backend.threads comes from the command line or the run's own YAML file."""
-    if threads_on_command_line(overrides):
-        return True
-    if run_file is None or not run_file.exists():
-        return False
-    backend = read_yaml(run_file).get("backend")
-    return isinstance(backend, dict) and "threads" in backend
-
-
 def with_threads(config: RunConfig, threads: int | None) -> RunConfig:
     """The same config with backend.threads = threads."""
     return config.model_copy(update={"backend": config.backend.model_copy(update={"threads": threads})})
@@ -156,12 +140,11 @@ def keep_started_threads(config: RunConfig, results_root: Path) -> RunConfig:
     return candidate if config_hash(candidate) == recorded_hash else config
 
 
-def run_threads(
-    config: RunConfig, overrides: list[str], run_file: Path | None, results_root: Path, split: int | None = None
-) -> RunConfig:
-    """`config` with the thread count its run gets (the rule above): its own when set on purpose, the
-    count it started with when it started, else `split` (under --jobs; None: its own)."""
-    if threads_set_on_purpose(overrides, run_file):
+def run_threads(config: RunConfig, on_purpose: bool, results_root: Path, split: int | None = None) -> RunConfig:
+    """`config` with the thread count its run gets (the rule above): its own when set on purpose (`on_purpose`:
+    the plan's origin of backend.threads is the command line or the run's own file), the count it started with
+    when it started, else `split` (under --jobs; None: its own)."""
+    if on_purpose:
         return config
     kept = keep_started_threads(config, results_root)
     if kept is not config or split is None or run_state(config, results_root)[1] in STARTED:

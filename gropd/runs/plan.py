@@ -1,19 +1,23 @@
-"""What a command would run, resolved and checked before anything is written.
+"""What a command runs: each run planned once (RunPlan), resolved and checked before anything is written.
 
 A run resolves from its run file where one is kept (experiments/runs/<profile>/<run_id>.yaml, as
 written or edited), else from its grid entry: exactly what `grid` runs once it has written the run
 files (gropd/config/grids.py: write_run_file). So `runs`, `grid`, `run` and `status` check every
 input (profile, grids, run files, overrides, results/) before their first byte, and `status` shows
-what `grid` would do.
+what `grid` would do. The plan keeps where each key came from, so the thread rule
+(gropd/runs/lifecycle.py) reads the origin of backend.threads instead of parsing the command line again.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gropd.config import ConfigError, Manifests, RunConfig, resolve_run
+from gropd.config import ConfigError, Manifests, RunConfig
 from gropd.config.grids import IDENTITY_KEYS, RunEntry, grid_entry, run_file_path, run_file_state
-from gropd.config.layering import parse_overrides
+from gropd.config.layering import Origins, parse_overrides
+from gropd.config.resolve import resolve_run_traced
+from gropd.record.run_dir import RunDir
 from gropd.runs.lifecycle import run_threads
 
 RUN_IDENTITY = ("run_id", "profile", "grid", "seed", *IDENTITY_KEYS)  # what a run is; its plan fixes it
@@ -43,23 +47,54 @@ def check_overrides(overrides: list[str]) -> None:
             )
 
 
-def planned_run(
+@dataclass(frozen=True)
+class RunPlan:
+    """One run as a command runs it, made once per command (plan_entry, plan_run_id): its resolved config with
+    its thread count (gropd/runs/lifecycle.py), where each key came from (resolve_run_traced), the run file it
+    resolved from (None: its grid entry, the file not written yet) and its directory under the results root.
+    `cli`, `jobs`, `status` and the report read a run from its plan; nothing resolves it again."""
+
+    config: RunConfig
+    origins: Origins
+    run_file: Path | None
+    run_dir: RunDir
+
+    def origin(self, key: str) -> str | None:
+        """The layer that set dotted `key` itself (None: no layer did)."""
+        return self.origins.get(key)
+
+    @property
+    def threads_on_purpose(self) -> bool:
+        """backend.threads set on the command line or in the run's own file (the thread rule: it always wins)."""
+        return self.origin("backend.threads") in ("command line", str(self.run_file) if self.run_file else None)
+
+    def with_split(self, results_root: Path, split: int) -> RunPlan:
+        """This plan under `--jobs`: a run not started and whose count is not set on purpose gets `split` threads."""
+        config = run_threads(self.config, self.threads_on_purpose, results_root, split)
+        return replace(self, config=config)
+
+
+def plan_entry(
     manifests: Manifests, profile: str, entry: RunEntry, overrides: list[str], results_root: Path
-) -> RunConfig:
-    """A grid run's config as `grid` will run it (with its thread count: gropd/runs/lifecycle.py)."""
+) -> RunPlan:
+    """A grid run as `grid` runs it: from its run file when that is written and current or edited, else from its
+    grid entry."""
     run_file = run_file_path(manifests.root, profile, entry.run_id)
     if run_file_state(entry, run_file) in ("unchanged", "kept edited"):
-        return run_threads(resolve_run(run_file, profile, manifests, overrides), overrides, run_file, results_root)
-    config = resolve_run(None, profile, manifests, overrides, entry_values=entry.values)
-    return run_threads(config, overrides, None, results_root)
+        return _plan(resolve_run_traced(run_file, profile, manifests, overrides), run_file, results_root)
+    return _plan(resolve_run_traced(None, profile, manifests, overrides, entry.values), None, results_root)
 
 
-def planned_run_id(
-    manifests: Manifests, profile: str, run_id: str, overrides: list[str], results_root: Path
-) -> RunConfig:
-    """`run RUN_ID`'s config: its run file when it exists (any run file, a grid's or the user's own), else
+def plan_run_id(manifests: Manifests, profile: str, run_id: str, overrides: list[str], results_root: Path) -> RunPlan:
+    """`run RUN_ID`'s plan: from its run file when it exists (any run file, a grid's or the user's own), else from
     its grid entry (ConfigError when no grid has it)."""
     run_file = run_file_path(manifests.root, profile, run_id)
     if run_file.exists():
-        return run_threads(resolve_run(run_file, profile, manifests, overrides), overrides, run_file, results_root)
-    return planned_run(manifests, profile, grid_entry(run_id, manifests.root, run_file), overrides, results_root)
+        return _plan(resolve_run_traced(run_file, profile, manifests, overrides), run_file, results_root)
+    return plan_entry(manifests, profile, grid_entry(run_id, manifests.root, run_file), overrides, results_root)
+
+
+def _plan(resolved: tuple[RunConfig, Origins], run_file: Path | None, results_root: Path) -> RunPlan:
+    config, origins = resolved
+    unthreaded = RunPlan(config, origins, run_file, RunDir.at(results_root, config.profile, config.run_id))
+    return replace(unthreaded, config=run_threads(config, unthreaded.threads_on_purpose, results_root))

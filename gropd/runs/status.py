@@ -28,7 +28,7 @@ from gropd.config.grids import grid_names
 from gropd.record.run_dir import DONE, RunDir
 from gropd.runs.lifecycle import seen_state, what_changed
 from gropd.runs.pipeline import grid_entries
-from gropd.runs.plan import planned_run
+from gropd.runs.plan import plan_entry
 from gropd.runs.session import is_alive
 
 ETA_WINDOW = 10
@@ -51,7 +51,7 @@ def status_rows(manifests: Manifests, profile: str, results_root: Path, override
     for entry in grid_entries(manifests, grid_names(manifests.root)):
         seen.add(entry.run_id)
         try:
-            config = planned_run(manifests, profile, entry, overrides, results_root)
+            config = plan_entry(manifests, profile, entry, overrides, results_root).config
         except (ConfigError, RunFileError) as err:
             if isinstance(err, ConfigError) and err.file == "command line":  # the overrides given to status
                 raise

@@ -44,7 +44,7 @@ import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, Qwen3ForCausalLM
 
 from eval import tiny_tasks
-from eval.files import load_yaml
+from fileio import load_yaml
 from gropd.templates import render_prompt, stop_token_ids
 from gropd.tiny.sft import ModelShape, SFTSettings, build_model, make_examples, sft_train
 from gropd.tiny.tokenizer import build_tokenizer

@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from eval.files import atomic_write_json
+from fileio import atomic_write_json
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
 from gropd.horizon import separation_curve

@@ -36,7 +36,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object
 
-from eval.files import atomic_write_with
+from fileio import atomic_write_with
 from eval.grading import Grader
 from eval.suites import Question
 from gropd.config import RunConfig

@@ -1,4 +1,5 @@
-"""The file helpers of results/ and experiments/: atomic writes (a temp file beside the target, renamed over it,
+"""The project's file I/O, the floor that eval/ and gropd/ both stand on (it imports neither): the file helpers
+of results/ and experiments/: atomic writes (a temp file beside the target, renamed over it,
 with the mode a plainly created file gets: mkstemp's own is 0600), JSON-lines files read back with a torn
 last line tolerated, and the one YAML reader every file the project reads goes through (strict: a key given
 twice in one mapping is an error, not a silent last-wins)."""
