@@ -224,5 +224,6 @@ case "$target" in
   pin)    gropd pin --profile "${profile:-paper}";;
   world)  gropd world;;
   rehearse) py -m benchmarks.rehearsal;;
-  test)   py -m pytest -q ${fast:+-m "not slow"} "${passthrough[@]}";;
+  test)   workers=$(nproc); [ "$workers" -le 8 ] || workers=8  # one pytest-xdist worker a core (-n 0: one process)
+          py -m pytest -q -n "$workers" ${fast:+-m "not slow"} "${passthrough[@]}";;
 esac

@@ -3,6 +3,7 @@ real tiny world as the current directory."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -12,7 +13,8 @@ from tiny_runs import project
 
 REPO = Path(__file__).resolve().parents[1]
 
-torch.set_num_threads(2)
+# Two threads for one pytest process; one for each pytest-xdist worker (`-n 2`: the two workers share the cores).
+torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 
 
 @pytest.fixture
