@@ -30,11 +30,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from fileio import append_jsonl, atomic_write_text, read_jsonl
 from eval.grading import Grader
 from eval.metrics import avg_at_k, macro, maj_at_k, mean_pass_at_k, mean_tokens
 from eval.shards import assign_chunks, mark_done, part_path, remove_shards, suite_files, wait_for_shards
 from eval.suites import Question, SuiteSpec
+from fileio import append_jsonl, atomic_write_text, read_jsonl
 
 Record = dict[str, Any]
 

@@ -12,6 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from eval import tiny_tasks as tasks
 from gropd.templates import render_prompt, stop_token_ids
+from gropd.tiny.recipe import load_recipe, parse_recipe, recipe_hash
 from gropd.tiny.sft import build_model, make_examples, sft_train
 from gropd.tiny.tokenizer import SPECIAL_TOKENS, build_tokenizer
 from gropd.tiny.world import (
@@ -19,10 +20,7 @@ from gropd.tiny.world import (
     boxed_answer,
     ensure_tiny_world,
     greedy_responses,
-    load_recipe,
     loss_curve,
-    parse_recipe,
-    recipe_hash,
     train_label,
 )
 

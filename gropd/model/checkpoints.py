@@ -57,7 +57,7 @@ def checkpoint_identity(manifests: Manifests, profile: str, label: str) -> str:
         entry = (read_lock(manifests.root / "lock.yaml").get("models") or {}).get(source["repo"]) or {}
         return f"{source['repo']}@{entry.get('full', 'unpinned')}"
     if source["kind"] == "tiny":
-        from gropd.tiny.world import label_hash, load_recipe
+        from gropd.tiny.recipe import label_hash, load_recipe
 
         recipe, _ = load_recipe(manifests.root / "tiny_world.yaml")
         return f"tiny {source['label']} {label_hash(recipe, source['label'])[:12]}"

@@ -19,58 +19,15 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedTokenizerBase, Qwen3Config, Qwen3ForCausalLM
 
-from eval.tiny_tasks import STYLES, TASKS, train_questions, worked_solution
-from gropd.templates import check_mode, render_prompt, render_target
+from eval.tiny_tasks import TASKS, train_questions, worked_solution
+from gropd.templates import render_prompt, render_target
+from gropd.tiny.recipe import ModelShape, SFTSettings, parse_format
 
 IGNORE = -100
-
-
-def parse_format(text: str) -> tuple[str, str]:
-    """("mode", "style") of a format "mode/style"; ValueError naming the valid ones."""
-    mode, _, style = text.partition("/")
-    check_mode(mode)
-    if style not in STYLES:
-        raise ValueError(f"format {text!r}: style must be one of {', '.join(STYLES)} (as in 'think/detailed')")
-    return mode, style
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """Qwen3 architecture sizes (head_dim = hidden_size / num_heads; no grouped-query sharing)."""
-
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    intermediate_size: int
-
-
-@dataclass(frozen=True)
-class SFTSettings:
-    """One model's SFT: its formats ("mode/style"), data pool, optimiser and schedule."""
-
-    formats: tuple[str, ...]
-    steps: int
-    batch_size: int
-    lr: float
-    seed: int
-    pool_per_task: int = 2000
-    warmup_steps: int = 20
-    min_lr_ratio: float = 0.1
-    weight_decay: float = 0.01
-
-    def __post_init__(self) -> None:
-        for text in self.formats:
-            parse_format(text)
-
-    @property
-    def modes(self) -> tuple[str, ...]:
-        """The prompt modes of the formats, in order, each once."""
-        return tuple(dict.fromkeys(parse_format(text)[0] for text in self.formats))
 
 
 def build_model(shape: ModelShape, tokenizer: PreTrainedTokenizerBase, seed: int) -> Qwen3ForCausalLM:

@@ -36,9 +36,9 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object
 
-from fileio import atomic_write_with
 from eval.grading import Grader
 from eval.suites import Question
+from fileio import atomic_write_with
 from gropd.config import RunConfig
 from gropd.credit import (
     CreditSettings,
