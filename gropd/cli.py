@@ -24,23 +24,15 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from gropd.config import ConfigError, Manifests, RunFileError, load_manifests
+from gropd.config import ConfigError, Manifests, load_manifests
 from gropd.config.grids import grid_names
-from gropd.model.fit import FitError
-from gropd.model.hardware import GPUNotUsableError
-from gropd.model.optional import MissingDependencyError
-from gropd.record.run_lock import check_free
-from gropd.record.tracking import check_backends
 from gropd.runs.jobs import run_grid_jobs
-from gropd.runs.lifecycle import changed_error, run_state
+from gropd.runs.lifecycle import run_state
 from gropd.runs.pipeline import execute, find_run_file, grid_entries, materialise, planned_state
-from gropd.runs.plan import RunPlan, check_overrides, plan_entry, plan_run_id
-from gropd.runs.preflight import preflight
-from gropd.runs.session import Ranks
+from gropd.runs.plan import REFUSED, check_overrides, plan_entry, plan_run_id, refusal
 from gropd.runs.status import format_table, status_rows
 
 EXPERIMENTS = Path("experiments")
-REFUSED = (ConfigError, RunFileError, MissingDependencyError, FitError, GPUNotUsableError)  # exit 2
 
 
 def default_profile() -> str:
@@ -67,21 +59,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for (entry, path, written), state in zip(materialise(manifests, args.profile, entries), states, strict=True):
         print(f"{entry.run_id:<60} {state:<10} {path} ({written})")
     return 0
-
-
-def refusal(plan: RunPlan, state: str, manifests: Manifests) -> Exception | None:
-    """Why `grid` would refuse to start this run (another process writing it, changed, unpinned, no teacher
-    server, a tracker not installed, an engine that does not fit), or None."""
-    try:
-        if Ranks.of(plan.config).main:  # the run's writer (under a launcher, the other ranks see rank 0 holding it)
-            check_free(plan.run_dir.root)
-        if state == "changed":
-            raise changed_error(plan.run_dir, plan.config, manifests)
-        preflight(plan.config, manifests)
-        check_backends(plan.config.tracking)
-    except REFUSED as err:
-        return err
-    return None
 
 
 def cmd_grid(args: argparse.Namespace) -> int:

@@ -13,13 +13,21 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gropd.config import ConfigError, Manifests, RunConfig
+from gropd.config import ConfigError, Manifests, RunConfig, RunFileError
 from gropd.config.grids import IDENTITY_KEYS, RunEntry, grid_entry, run_file_path, run_file_state
 from gropd.config.layering import Origins, parse_overrides
 from gropd.config.resolve import resolve_run_traced
+from gropd.model.fit import FitError
+from gropd.model.hardware import GPUNotUsableError
+from gropd.model.optional import MissingDependencyError
 from gropd.record.run_dir import RunDir
-from gropd.runs.lifecycle import run_threads
+from gropd.record.run_lock import check_free
+from gropd.record.tracking import check_backends
+from gropd.runs.lifecycle import changed_error, run_threads
+from gropd.runs.preflight import preflight
+from gropd.runs.session import Ranks
 
+REFUSED = (ConfigError, RunFileError, MissingDependencyError, FitError, GPUNotUsableError)  # the CLI exits 2
 RUN_IDENTITY = ("run_id", "profile", "grid", "seed", *IDENTITY_KEYS)  # what a run is; its plan fixes it
 
 
@@ -98,3 +106,18 @@ def _plan(resolved: tuple[RunConfig, Origins], run_file: Path | None, results_ro
     config, origins = resolved
     unthreaded = RunPlan(config, origins, run_file, RunDir.at(results_root, config.profile, config.run_id))
     return replace(unthreaded, config=run_threads(config, unthreaded.threads_on_purpose, results_root))
+
+
+def refusal(plan: RunPlan, state: str, manifests: Manifests) -> Exception | None:
+    """Why `grid` would refuse to start this run (another process writing it, changed, unpinned, no teacher
+    server, a tracker not installed, an engine that does not fit), or None."""
+    try:
+        if Ranks.of(plan.config).main:  # the run's writer (under a launcher, the other ranks see rank 0 holding it)
+            check_free(plan.run_dir.root)
+        if state == "changed":
+            raise changed_error(plan.run_dir, plan.config, manifests)
+        preflight(plan.config, manifests)
+        check_backends(plan.config.tracking)
+    except REFUSED as err:
+        return err
+    return None
