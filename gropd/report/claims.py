@@ -217,11 +217,11 @@ def pressure_rule(ev: Evidence, claim: ClaimSettings) -> Section:
     for c, m in product(*([s for s in settings if ev.matched(s.pairing) == side] for side in (False, True))):
         interval = paired(medians[id(c)], medians[id(m)])
         name = f"{ev.title(c.pairing)} λ={num(c.knob('lam'))} vs {ev.title(m.pairing)} λ={num(m.knob('lam'))}"
-        if interval is None or interval.n < MIN_SEEDS:
+        judged = verdicts.above(interval, names)
+        if judged.outcome == NOT_TESTED:
             pairs.append([name, "—" if interval is None else interval.text(), "not judged"])
             continue
-        pairs.append([name, interval.text(), comparison(interval, names)])
-        judged = Verdict("reproduced" if interval.call > 0 else "not reproduced", comparison(interval, names))
+        pairs.append([name, interval.text(), judged.reason])
         cells[name] = broken(c, m) or judged
     if not cells:
         cells = {"every pair": Verdict(NOT_TESTED, f"no cross-pattern and matched setting share ≥ {MIN_SEEDS} seeds")}

@@ -72,6 +72,14 @@ def beats(a: dict[int, float], a_collapsed: int, b: dict[int, float], b_collapse
     return Verdict(outcome, f"{comparison(interval, names)}: {interval.text()}")
 
 
+def above(interval: Interval | None, names: tuple[str, str]) -> Verdict:
+    """'`names[0]` lies above `names[1]`' from their paired interval over common seeds: reproduced when it lies above
+    0; NOT_TESTED with fewer than MIN_SEEDS common seeds (the pressure rule, Table 2's claim 6)."""
+    if interval is None or interval.n < MIN_SEEDS:
+        return Verdict(NOT_TESTED, f"needs ≥ {MIN_SEEDS} seeds run under both")
+    return Verdict(REPRODUCED if interval.call > 0 else NOT_REPRODUCED, comparison(interval, names))
+
+
 def comparison(interval: Interval, names: tuple[str, str]) -> str:
     """'<a> better', '<b> better' or 'no difference resolved at N seeds'."""
     if interval.call:
