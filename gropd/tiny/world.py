@@ -15,8 +15,7 @@ Qwen3's is: base models pretrained on plain text of every format, each instruct 
 post-trained on the chat formats, and the students the teachers' own runs stopped early. A run
 saves its checkpoints on its way; runs train in waves, a continued run after its base.
 
-The hash covers the parsed recipe and GENERATOR_VERSION (bump it whenever the tokenizer,
-tasks, templates or SFT code change what gets built). The build happens in a temporary
+The recipe, its hash and each model's label hash are gropd/tiny/recipe.py's. The build happens in a temporary
 directory that is renamed into place, so a cache directory is either complete or absent.
 A model whose own settings (label hash) are unchanged is copied from an earlier world
 under the same root instead of being trained again, so editing one model's recipe
