@@ -245,11 +245,17 @@ def parser() -> argparse.ArgumentParser:
 
 
 def quiet_libraries() -> None:
-    """Our own progress lines say what is happening; the libraries' bars and notices only add noise."""
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    """Our own progress lines say what is happening; the libraries' bars and notices only add noise. Said
+    through the environment, which transformers and huggingface_hub read when first imported (a command
+    that reads no model never loads them) and which the evaluation's own process inherits; a value the user
+    set is kept. A script that imported transformers already (a benchmark importing the trainer) is told
+    directly."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:
+        logging = sys.modules["transformers"].utils.logging
+        logging.set_verbosity(logging.log_levels.get(os.environ["TRANSFORMERS_VERBOSITY"], logging.ERROR))
+        logging.disable_progress_bar()
 
 
 def interrupted(signum: int, frame: object) -> None:

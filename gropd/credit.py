@@ -36,8 +36,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where tensors are computed: the record loads without it (config, reports)
+    import torch
 
 STD_CONVENTIONS = ("unbiased", "population")
 
@@ -63,6 +65,8 @@ def token_feedback(teacher_logprobs: torch.Tensor, student_logprobs: torch.Tenso
     Exactly 0 where `mask` is 0, even if the log-probs there are -inf or NaN.
     Detached: no gradient flows through the feedback.
     """
+    import torch
+
     diff = teacher_logprobs.detach() - student_logprobs.detach()
     return torch.where(mask.bool(), diff, torch.zeros_like(diff))
 
@@ -72,6 +76,8 @@ def without_format_tokens(f: torch.Tensor, mask: torch.Tensor, stopped: torch.Te
     and its last one when a stop rule ended it (`stopped` `[B]` bool: the stop token or string, kept as the
     response's last token). Content feedback is left as it is (the cross-pattern control: experiments/TINY.md,
     round 5)."""
+    import torch
+
     keep = mask.bool()
     position = torch.cumsum(keep.to(torch.long), dim=1)  # t on response tokens (1-based)
     first = keep & (position == 1)
@@ -86,6 +92,8 @@ def trajectory_scores(f: torch.Tensor, mask: torch.Tensor, gamma: float) -> torc
     gets the same score under left padding, right padding or none. `γ ∈ (0, 1]`;
     `γ = 1` is the raw sum.
     """
+    import torch
+
     if not 0.0 < gamma <= 1.0:
         raise ValueError(f"gamma must lie in (0, 1], got {gamma}")
     keep = mask.bool()
@@ -115,6 +123,8 @@ def group_stats(S: torch.Tensor, group_size: int, std: str = "unbiased") -> tupl
     `std="population"`: divide by `G`. For `G = 1` the unbiased σ is undefined and
     is returned as 0 (never NaN), which `is_degenerate` always flags.
     """
+    import torch
+
     if std not in STD_CONVENTIONS:
         raise ValueError(f"unknown std convention {std!r}; valid: {', '.join(STD_CONVENTIONS)}")
     n_groups = _check_grouping(S, group_size)
@@ -129,6 +139,8 @@ def is_degenerate(mu: torch.Tensor, sigma: torch.Tensor, group_size: int, std: s
     """Bool `[B//G]`: True where a group (statistics μ, σ from `group_stats`) has no usable relative signal:
     `σ ≤ sigma_floor · max(1, |μ|)` (a floor relative to the group's scale: module docstring), or `G = 1`
     under the unbiased convention (σ undefined), whatever the floor."""
+    import torch
+
     if group_size == 1 and std == "unbiased":
         return torch.ones_like(sigma, dtype=torch.bool)
     return sigma <= sigma_floor * mu.abs().clamp(min=1.0)
@@ -136,6 +148,8 @@ def is_degenerate(mu: torch.Tensor, sigma: torch.Tensor, group_size: int, std: s
 
 def _zero_degenerate(A: torch.Tensor, degenerate: torch.Tensor) -> torch.Tensor:
     """Degenerate groups get advantage 0 (no update from that prompt)."""
+    import torch
+
     return torch.where(degenerate, torch.zeros_like(A), A)
 
 
@@ -174,11 +188,15 @@ def calibrated_credit(S: torch.Tensor, settings: CreditSettings) -> tuple[torch.
 
 def opd_advantages(f: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Vanilla OPD's sampled-token baseline `A_{i,t} = f_{i,t}`, `[B, T]`, 0 off the mask."""
+    import torch
+
     return torch.where(mask.bool(), f, torch.zeros_like(f))
 
 
 def broadcast(A: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """`A_{i,t} = A_i` on every response token of row `i`, 0 elsewhere: `[B]` → `[B, T]`."""
+    import torch
+
     expanded = A[:, None].expand(mask.shape)
     return torch.where(mask.bool(), expanded, torch.zeros_like(expanded))
 
@@ -225,12 +243,14 @@ def _raw_rule(f: torch.Tensor, mask: torch.Tensor, s: CreditSettings) -> tuple[t
 
 def _constant_rule(f: torch.Tensor, mask: torch.Tensor, s: CreditSettings) -> tuple[torch.Tensor, dict[str, int]]:
     """Constant control (beyond the paper): `A_{i,t} = −c` on every response token, no teacher in it."""
+    import torch
+
     if s.constant is None or not s.constant > 0:
         raise ValueError(f"the constant rule needs c > 0, got {s.constant}")
     return torch.where(mask.bool(), -s.constant, 0.0).to(f.dtype), {"degenerate_groups": 0}
 
 
-CreditRule = Callable[[torch.Tensor, torch.Tensor, CreditSettings], tuple[torch.Tensor, dict[str, int]]]
+CreditRule = Callable[["torch.Tensor", "torch.Tensor", CreditSettings], tuple["torch.Tensor", dict[str, int]]]
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,10 @@ as in `gropd.credit`. `mask` is `[B, T]`, 1 on response tokens, 0 on prompt and 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where curves are computed: the report draws them without it
+    import torch
 
 
 def prefix_scores(f: torch.Tensor, mask: torch.Tensor, horizons: Sequence[int]) -> torch.Tensor:
@@ -37,6 +39,8 @@ def prefix_scores(f: torch.Tensor, mask: torch.Tensor, horizons: Sequence[int]) 
 
     `t` counts the row's own response tokens, so left and right padding give the same scores.
     """
+    import torch
+
     if any(h < 0 for h in horizons):
         raise ValueError(f"horizons must be >= 0 tokens, got {list(horizons)}")
     keep = mask.bool()
@@ -87,6 +91,8 @@ def separation_curve(batches: list[dict]) -> dict:
     rollout batches: f, mask, correct, group_size): {"horizons", "values", "informative", "prompts",
     "reward"}, with "values" None when no prompt has both correct and incorrect responses. What a scoring
     pass records (horizon.json) for Figure 1(b), which picks its horizons from it."""
+    import torch
+
     longest = max(int(b["mask"].sum(dim=1).max()) for b in batches)
     prompts = sum(b["f"].shape[0] // b["group_size"] for b in batches)
     reward = float(torch.cat([b["correct"].float() for b in batches]).mean())

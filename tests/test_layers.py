@@ -7,6 +7,9 @@ that reaches up a layer fails here as a top-level one would."""
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,3 +72,24 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text("def f():\n    from gropd.train.step import train_step\n")
     assert layer_of("gropd.model.logprobs") < max(layer_of(name) for name in imports(probe))
+
+
+LIGHT_COMMANDS = (  # with the exit status each gives in a fresh project (report: no finished run, refused)
+    (["status"], 0),
+    (["runs", "--profile", "tiny"], 0),
+    (["grid", "table1", "--profile", "tiny", "--dry-run"], 0),
+    (["report", "claims", "--profile", "tiny"], 2),
+)
+
+
+def test_commands_that_load_no_model_import_neither_torch_nor_transformers(root: Path) -> None:
+    """Listing, planning and reporting read YAML and JSON: a second or two with torch and transformers
+    loaded, a fraction of one without. The report package is imported whole (its command refuses here: no runs)."""
+    script = (
+        "import sys; from gropd import cli\n"
+        f"codes = [cli.main(argv) for argv in {[argv for argv, _ in LIGHT_COMMANDS]!r}]\n"
+        "print(codes, sorted(name for name in ('torch', 'transformers', 'accelerate') if name in sys.modules))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, env=env)
+    assert done.stdout.splitlines()[-1:] == [f"{[code for _, code in LIGHT_COMMANDS]} []"], (done.stdout, done.stderr)

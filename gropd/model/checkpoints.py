@@ -11,13 +11,24 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from gropd.config.lock import pinned_revision, read_lock
 from gropd.config.manifests import Manifests
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+if TYPE_CHECKING:  # torch is imported by the functions that load weights: a run's identity is read without it
+    import torch
+
+DTYPE_NAMES = ("float32", "bfloat16", "float16")
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype `name` (one of DTYPE_NAMES, as `backend.dtype` spells it)."""
+    import torch
+
+    if name not in DTYPE_NAMES:
+        raise ValueError(f"unknown dtype {name!r}; valid: {', '.join(DTYPE_NAMES)}")
+    return getattr(torch, name)
 
 
 @dataclass(frozen=True)
@@ -88,7 +99,7 @@ def load_model(ref: CheckpointRef, device: torch.device, dtype: str, every_rank:
     from transformers import AutoModelForCausalLM
 
     with _ram_efficient_loading(not every_rank):
-        model = AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=DTYPES[dtype])
+        model = AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=torch_dtype(dtype))
     return model.to(device)
 
 
@@ -109,6 +120,7 @@ def require_same_on_every_rank(model: torch.nn.Module, what: str) -> None:
     """RuntimeError on every rank unless all processes of the world hold the same weights (Σ|w| of the state
     dict in float64, gathered); rank 0 says so on stderr. A model loaded as zeros on some ranks (load_model) stops
     here, before it scores anything. Nothing to compare without a process group of two or more."""
+    import torch
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:

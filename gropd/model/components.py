@@ -16,14 +16,15 @@ import torch
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
 from gropd.model.checkpoints import (
-    DTYPES,
     CheckpointRef,
     check_same_tokenizer,
     checkpoint_ref,
     load_model,
     load_tokenizer,
     require_same_on_every_rank,
+    torch_dtype,
 )
+from gropd.model.fit import max_model_len
 from gropd.model.rollout.base import RolloutEngine, StopRule
 from gropd.model.teacher.base import TeacherScorer
 from gropd.templates import render_prompt, stop_strings, stop_token_ids
@@ -67,12 +68,6 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("backend.device=cuda but CUDA is not available on this machine")
     return torch.device(name)
-
-
-def max_model_len(config: RunConfig, max_new_tokens: int) -> int:
-    """A vLLM engine's max_model_len: the prompt budget plus the longest response it serves (a teacher's
-    engine one more: vLLM generates one token after every prompt it scores)."""
-    return config.backend.max_prompt_tokens + max_new_tokens
 
 
 TEACHER_WAIT_ENV = "GROPD_TEACHER_WAIT_S"
@@ -187,7 +182,7 @@ def build_rollout(
         if model is None:
             raise ValueError("backend.rollout=hf samples from a loaded model; none was given")
         decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
-        engine_dtype = DTYPES[config.backend.dtype] if own_copy else None
+        engine_dtype = torch_dtype(config.backend.dtype) if own_copy else None
         return HFRollout(model, rule, decode, tokenizer.pad_token_id, device, engine_dtype)
     if config.backend.rollout == "vllm":
         from gropd.model.rollout.vllm import VLLMRollout

@@ -38,7 +38,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gropd.config.schema import RunConfig
 
 GIB = 1024**3
 WORKSPACE_GIB = 2.0
@@ -46,6 +49,12 @@ TRAINER_SLACK_GIB = 2.0
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 PROMPT_LOGPROB_CHUNK_V2 = 1024  # vLLM 0.33.0 vllm/v1/worker/gpu/sample/prompt_logprob.py CHUNK_SIZE
 SAMPLER_ROWS = 1024  # vLLM 0.33.0 max_num_seqs of an LLM on an H100/H200 (EngineArgs.get_batch_defaults): logits rows
+
+
+def max_model_len(config: RunConfig, max_new_tokens: int) -> int:
+    """A vLLM engine's max_model_len: the prompt budget plus the longest response it serves (a teacher's
+    engine one more: vLLM generates one token after every prompt it scores)."""
+    return config.backend.max_prompt_tokens + max_new_tokens
 
 
 def model_runner_v2(environ: Mapping[str, str], cuda: bool) -> bool:

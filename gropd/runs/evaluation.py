@@ -19,7 +19,6 @@ from gropd.config.lock import dataset_revision, read_lock
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
 from gropd.model.checkpoints import CheckpointRef, checkpoint_ref, load_model, load_tokenizer
-from gropd.model.components import PromptRenderer, Role, build_rollout, resolve_device
 from gropd.model.rollout.base import RolloutEngine, SamplingSettings
 from gropd.record.run_dir import RunDir
 
@@ -77,6 +76,8 @@ def claim_shard(environ: MutableMapping[str, str]) -> tuple[int, int]:
 def build_eval_engine(config: RunConfig, ref: CheckpointRef, mode: str, tokenizer: Any) -> RolloutEngine:
     """The run's rollout backend on the model under test (hf loads it here; vllm loads it itself), in
     this process alone (a shard's engine joins no world), asking for no sampler log-probs (none is read)."""
+    from gropd.model.components import Role, build_rollout, resolve_device  # torch: not for planning (preflight)
+
     device = resolve_device(config.backend.device)
     model = load_model(ref, device, config.backend.dtype).eval() if config.backend.rollout == "hf" else None
     return build_rollout(
@@ -100,6 +101,8 @@ def evaluate_run(
     """Write run_dir/eval/<suite>.jsonl and summary.json (resuming a partial evaluation) as shard
     (rank, world) of the evaluation; the summary on rank 0, None on the others."""
     import torch
+
+    from gropd.model.components import PromptRenderer
 
     if config.backend.threads:
         torch.set_num_threads(config.backend.threads)

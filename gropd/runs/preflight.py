@@ -18,7 +18,6 @@ from gropd.config.errors import ConfigError
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
 from gropd.model.checkpoints import checkpoint_ref, model_config
-from gropd.model.components import max_model_len
 from gropd.model.fit import (
     GIB,
     SAMPLER_ROWS,
@@ -28,6 +27,7 @@ from gropd.model.fit import (
     describe_trainer,
     estimate,
     logit_rows,
+    max_model_len,
     model_runner_v2,
     require_fit,
     trainer_memory,
@@ -208,16 +208,22 @@ def require_trainer_fits(
 
 def preflight(config: RunConfig, manifests: Manifests) -> None:
     """Every check above that applies where this process runs (fits: only with CUDA, for the processes the
-    launcher started: WORLD_SIZE, FSDP when accelerate launch says so)."""
-    import torch
+    launcher started: WORLD_SIZE, FSDP when accelerate launch says so). torch is asked about CUDA only where
+    the answer matters (backend.device cuda, a vLLM engine): a CPU run is planned without loading it."""
+    vllm = "vllm" in (config.backend.rollout, config.backend.teacher)
+    if config.backend.device == "cuda" or vllm:
+        import torch
 
+        cuda = torch.cuda.is_available()
+    else:
+        cuda = False
     if config.profile == "paper":  # every Hub model pinned in experiments/lock.yaml (else a ConfigError: run `pin`)
         for label, _ in models_of(config, manifests).values():
             checkpoint_ref(manifests, config.profile, label)
     require_one_gpu_engines(config)
-    require_device(config, torch.cuda.is_available())
+    require_device(config, cuda)
     require_question_range(config, manifests)
-    if torch.cuda.is_available() and "vllm" in (config.backend.rollout, config.backend.teacher):
+    if cuda and vllm:
         require_fits(
             config,
             manifests,

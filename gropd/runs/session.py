@@ -46,10 +46,12 @@ class Ranks:
     @staticmethod
     def of(config: Any) -> Ranks:
         """This process's rank and world, from the launcher's environment (accelerate launch, torchrun)."""
-        import torch
+        device = config.backend.device
+        if device == "auto":  # torch only to look: a run on a named device is planned without it
+            import torch
 
-        cpu = config.backend.device == "cpu" or (config.backend.device == "auto" and not torch.cuda.is_available())
-        return Ranks(int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), "cpu" if cpu else "cuda")
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        return Ranks(int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), device)
 
     @property
     def main(self) -> bool:

@@ -37,7 +37,7 @@ from gropd.config.errors import ConfigError
 from gropd.config.manifests import Manifests
 from gropd.config.schema import CollapseRule, RunConfig
 from gropd.credit import method
-from gropd.model.checkpoints import DTYPES
+from gropd.model.checkpoints import torch_dtype
 from gropd.model.components import PromptRenderer, build_rollout, build_teacher, load_student, pairing_roles
 from gropd.record import tracking
 from gropd.record.run_dir import RunDir, seal
@@ -104,7 +104,7 @@ def fsdp_plugin(dtype: str) -> FullyShardedDataParallelPlugin:
 
     plugin = FullyShardedDataParallelPlugin()
     if dtype != "float32":
-        plugin.mixed_precision_policy = MixedPrecisionPolicy(param_dtype=DTYPES[dtype], reduce_dtype=torch.float32)
+        plugin.mixed_precision_policy = MixedPrecisionPolicy(param_dtype=torch_dtype(dtype), reduce_dtype=torch.float32)
     return plugin
 
 
@@ -278,7 +278,7 @@ def save_final(accelerator: Accelerator, ctx: StepContext, run_dir: RunDir, dtyp
     if accelerator.is_main_process:
         tmp = run_dir.root / "final.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        served = {name: tensor.to(DTYPES[dtype]) for name, tensor in state.items()}
+        served = {name: tensor.to(torch_dtype(dtype)) for name, tensor in state.items()}
         model = accelerator.unwrap_model(ctx.model)
         model.save_pretrained(tmp, state_dict=served)
         config = copy.deepcopy(model.config)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import torch
+if TYPE_CHECKING:  # only full_state_dict_items computes with torch: the interface loads without it
+    import torch
 
 FINISH_REASONS = ("stop", "length")
 _WRAPPER_SEGMENTS = frozenset({"module", "_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module"})
@@ -116,6 +117,8 @@ def full_state_dict_items(model: torch.nn.Module) -> Iterator[tuple[str, torch.T
     only when its turn comes (every rank must iterate: `full_tensor()` is a collective, in state-dict order
     on every rank), so a consumer that drops each tensor holds one at a time. A tensor tied to another
     (Qwen3's lm_head to embed_tokens) is gathered once, kept until its last name, and given under each."""
+    import torch
+
     state = model.state_dict(keep_vars=True)
     last_name = {id(tensor): name for name, tensor in state.items()}
     tied: dict[int, torch.Tensor] = {}
