@@ -32,6 +32,7 @@ from gropd.config import ConfigError
 from gropd.report import build
 from gropd.report.claims import RULE_FUNCTIONS, claims
 from gropd.report.evidence import Trend
+from gropd.report.stats import lift
 from gropd.report.verdicts import distillation, unstable
 
 T1, T2, T3, T4, T5 = "I4nothink→I1.7nothink", "I32nothink→I1.7nothink", "I4think→B1.7", "B4→B1.7", "I32think→B1.7"
@@ -90,11 +91,13 @@ def test_distillation_lift_is_a_t_interval_against_the_gap(tmp_path):
 
 
 def test_distillation_rule_collapse_gap_and_seeds():
-    assert distillation(10.0, 40.0, {0: 30.0, 1: 31.0}, 1).reason == "1 of 3 seeds collapsed"
-    assert distillation(10.0, 40.0, {0: 30.0}, 0).outcome == "not tested"
-    assert distillation(40.0, 30.0, {0: 20.0, 1: 21.0}, 0).reason.startswith("the teacher does not beat the student")
+    assert distillation(10.0, 40.0, lift({0: 30.0, 1: 31.0}, 10.0), 1).reason == "1 of 3 seeds collapsed"
+    assert distillation(10.0, 40.0, lift({0: 30.0}, 10.0), 0).outcome == "not tested"
+    assert distillation(40.0, 30.0, lift({0: 20.0, 1: 21.0}, 40.0), 0).reason.startswith(
+        "the teacher does not beat the student"
+    )
     # lift 5 and 35: mean 20 ≥ 10, but [20 ± 12.706 x 21.2] holds 0.
-    assert distillation(10.0, 40.0, {0: 15.0, 1: 45.0}, 0).outcome == "not reproduced"
+    assert distillation(10.0, 40.0, lift({0: 15.0, 1: 45.0}, 10.0), 0).outcome == "not reproduced"
 
 
 # --- 1 and 2. GR-OPD beats vanilla OPD --------------------------------------------------------

@@ -17,7 +17,7 @@ from gropd.report.evidence import Evidence, Run, Setting, num
 from gropd.report.formats import Cell, missing_block, pipe_table
 from gropd.report.publish import Artefact
 from gropd.report.settings import ClaimSettings
-from gropd.report.stats import CONVENTION, MIN_SEEDS, paired, stats, t_interval
+from gropd.report.stats import CONVENTION, MIN_SEEDS, lift, paired, stats
 from gropd.report.verdicts import NOT_TESTED, PREFERRED_SEEDS, Verdict, comparison
 
 
@@ -86,10 +86,10 @@ def distillation_rule(ev: Evidence, claim: ClaimSettings) -> Section:
         sides = [
             ref for side in ("student", "teacher") if (ref := refs.get((record[side]["model"], record[side]["mode"])))
         ]
-        verdict = broken(s, *sides) or verdicts.distillation(student, teacher, values, collapsed)
+        gain = lift(values, student)
+        verdict = broken(s, *sides) or verdicts.distillation(student, teacher, gain, collapsed)
         cells[f"{ev.title(s.pairing)}, {s.label}"] = verdict
-        lift = t_interval([v - student for v in values.values()]).text() if values and student is not None else "—"
-        row = [student_text, teacher_text, text(values, collapsed), lift, verdict.outcome]
+        row = [student_text, teacher_text, text(values, collapsed), gain.text() if gain else "—", verdict.outcome]
         rows.append([ev.title(s.pairing), s.label, *row])
         lines += miss + (lacking(ev, claim, [s]) if verdict.outcome == NOT_TESTED else [])
         runs += s.runs
@@ -127,9 +127,9 @@ def beats_rule(ev: Evidence, claim: ClaimSettings) -> Section:
     rows, cells, lines, runs, names = [], {}, [], [], tuple(map(describe, claim.compare))
     for first, second in chosen(ev, claim):
         (a, a_collapsed, miss_a), (b, b_collapsed, miss_b) = macros(ev, first), macros(ev, second)
-        verdict = broken(first, second) or verdicts.beats(a, a_collapsed, b, b_collapsed, names)
-        cells[ev.title(first.pairing)] = verdict
         interval = paired(a, b)
+        verdict = broken(first, second) or verdicts.beats(interval, (len(a), len(b)), (a_collapsed, b_collapsed), names)
+        cells[ev.title(first.pairing)] = verdict
         call = "not used: a collapse decides" if a_collapsed or b_collapsed else None  # (verdicts.beats' order)
         shown = ["—", call or "—"] if interval is None else [interval.text(), call or comparison(interval, names)]
         compared = f"{first.label} vs {second.label}"

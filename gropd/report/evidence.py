@@ -15,13 +15,17 @@ from functools import cached_property, reduce
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from eval.metrics import macro
 from gropd.config import ConfigError, load_manifests
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid
 from gropd.config.layering import dotted_to_nested
 from gropd.credit import METHODS
+from gropd.horizon import horizon_grid
 from gropd.record.run_dir import DONE, RunDir
 from gropd.report.settings import ReportSettings
+from gropd.report.stats import Interval, paired
 from gropd.runs.lifecycle import settings_hash
 from gropd.runs.plan import plan_entry
 
@@ -84,6 +88,26 @@ class Final:
     @property
     def macro(self) -> float:
         return macro(self.avg)
+
+    @property
+    def mean_tokens(self) -> float | None:
+        """Table 6's mean tokens: the unweighted mean over suites of each suite's mean response length (None when a
+        suite did not record it)."""
+        values = list(self.tokens.values())
+        return None if None in values else sum(values) / len(values)
+
+    @cached_property
+    def scores(self) -> list[float]:
+        """Table 1's numbers of the run, in its column order: each suite's Avg@K, then Macro."""
+        return [*self.avg.values(), self.macro]
+
+
+def score_comparisons(a: dict[int, Final], b: dict[int, Final], columns: int) -> list[Interval | None]:
+    """Per score of `columns` (Final.scores' order), the paired interval of a − b over the seeds both finished
+    (stats.paired; None where they share none)."""
+    return [
+        paired({s: f.scores[c] for s, f in a.items()}, {s: f.scores[c] for s, f in b.items()}) for c in range(columns)
+    ]
 
 
 @dataclass(frozen=True)
@@ -178,6 +202,20 @@ class Run:
         if not all(values):
             return "no pressure_normalised / pressure_retained in metrics.jsonl"
         return statistics.median(values[0]), statistics.median(values[1])
+
+    def separation(self, points: int) -> dict[str, Any] | str:
+        """A scoring pass's J_H curve (horizon.json) with Figure 1(b)'s view of it: "shown", `points` horizons even
+        in H^(1/3) and the peak, "at", J_H there, and "peak", (H, J_H) of the maximum of the full curve; or why
+        there is none."""
+        curve = self.horizon
+        if self.state != "finished" or curve is None:
+            return self.describe() if self.state != "finished" else "no horizon.json (a scoring pass writes it)"
+        if not curve["horizons"] or curve["values"] is None:
+            return f"J_H undefined: no prompt has both correct and incorrect responses ({curve['prompts']} prompts)"
+        at = dict(zip(curve["horizons"], curve["values"], strict=True))
+        peak = curve["horizons"][int(np.argmax(curve["values"]))]
+        shown = sorted(set(horizon_grid(curve["horizons"][-1], points)) | {peak})
+        return {**curve, "shown": shown, "at": [at[h] for h in shown], "peak": (peak, at[peak])}
 
 
 DYNAMICS = ("mean_response_len", "verifier_reward", "pearson_score_len")

@@ -20,7 +20,6 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
-from gropd.horizon import horizon_grid
 from gropd.report.evidence import Evidence, Run, missing, series
 from gropd.report.formats import missing_block
 from gropd.report.publish import Artefact
@@ -193,20 +192,6 @@ def fig4(ev: Evidence) -> Artefact:
     return figure_artefact(ev, "fig4", ("Figure 4: γ = 1 vs γ = .99", caption, []), {"fig4": fig}, runs, notes)
 
 
-def separation(run: Run, points: int) -> dict[str, Any] | str:
-    """A scoring pass's J_H at `points` horizons (even in H^(1/3)) plus its peak, found on the full curve of
-    horizon.json; or why there is none."""
-    curve = run.horizon
-    if run.state != "finished" or curve is None:
-        return run.describe() if run.state != "finished" else "no horizon.json (a scoring pass writes it)"
-    if not curve["horizons"] or curve["values"] is None:
-        return f"J_H undefined: no prompt has both correct and incorrect responses ({curve['prompts']} prompts)"
-    at = dict(zip(curve["horizons"], curve["values"], strict=True))
-    peak = curve["horizons"][int(np.argmax(curve["values"]))]
-    shown = sorted(set(horizon_grid(curve["horizons"][-1], points)) | {peak})
-    return {**curve, "shown": shown, "at": [at[h] for h in shown], "peak": (peak, at[peak])}
-
-
 def fig1(ev: Evidence) -> Artefact:
     """(b) J_H(H) of each scoring pass of grid fig1; (c, d) length and reward of its train runs."""
     runs = ev.runs("fig1")
@@ -214,7 +199,7 @@ def fig1(ev: Evidence) -> Artefact:
     fig = new_figure(14.0, 4.2)
     (ax_b, ax_c, ax_d), notes, peaks, right = fig.subplots(1, 3), [], [], H_TICKS[1]
     for index, run in enumerate(scoring):
-        if isinstance(curve := separation(run, ev.report.fig1.horizon_points), str):
+        if isinstance(curve := run.separation(ev.report.fig1.horizon_points), str):
             notes.append(missing(run, curve))
             continue
         title, colour = ev.title(str(run.config.get("pairing"))), colormaps["tab10"](index % 10)

@@ -74,3 +74,9 @@ def paired(a: dict[int, float], b: dict[int, float]) -> Interval | None:
     """Interval of the per-seed differences a − b over the seeds both hold (seed -> value); None: no such seed."""
     seeds = sorted(set(a) & set(b))
     return t_interval([a[s] - b[s] for s in seeds]) if seeds else None
+
+
+def lift(values: dict[int, float], reference: float | None) -> Interval | None:
+    """Interval of the per-seed values minus one reference value (a trained student over its pre-OPD score); None
+    without values or reference."""
+    return t_interval([v - reference for v in values.values()]) if values and reference is not None else None

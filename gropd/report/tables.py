@@ -9,10 +9,10 @@ from gropd.config import ConfigError
 from gropd.config.grids import expand_grid, load_grid
 from gropd.config.lock import pinned_revision, read_lock
 from gropd.credit import BASELINE, METHODS, PROPOSED
-from gropd.report.evidence import Evidence, Final, Setting, num
+from gropd.report.evidence import Evidence, Final, Setting, num, score_comparisons
 from gropd.report.formats import INTERVAL, STATS, Cell, Column, Table, interval_cell, render_table, stats_cell
 from gropd.report.publish import Artefact
-from gropd.report.stats import CONVENTION, paired, stats
+from gropd.report.stats import CONVENTION, Interval, stats
 from gropd.runs.plan import plan_entry
 
 
@@ -38,9 +38,10 @@ def seeds_cell(n: int, collapsed: int) -> Cell:
     return Cell(text if n or collapsed else "0", numbers=(n, collapsed))
 
 
-def delta_cell(row: tuple[dict[int, Final], int], ref: tuple[dict[int, Final], int], name: str, d: int) -> Cell:
-    """Δ Macro of a row against the method `name`: paired over the seeds both finished; collapses named."""
-    interval = paired({s: f.macro for s, f in row[0].items()}, {s: f.macro for s, f in ref[0].items()})
+def delta_cell(
+    interval: Interval | None, row: tuple[dict[int, Final], int], ref: tuple[dict[int, Final], int], name: str, d: int
+) -> Cell:
+    """Δ Macro of a row against the method `name` (`interval`: paired over the seeds both finished); collapses named."""
     text = "—" if interval is None else interval.text(d) + (f", {CALL[interval.call]}" if interval.n > 1 else "")
     if (row[0] or row[1]) and (row[1] or ref[1]):
         text += f"; collapsed: {name} {ref[1]} of {len(ref[0]) + ref[1]}, this row {row[1]} of {len(row[0]) + row[1]}"
@@ -67,8 +68,15 @@ def table1(ev: Evidence) -> Artefact:
     header += [Column("Macro", STATS), Column("Δ Macro vs vanilla OPD", INTERVAL)]
     header += [Column("Δ Macro vs GR-OPD", INTERVAL)] if beyond else []
 
-    def value(f: Final, column: int) -> float:
-        return f.avg[suites[column]] if column < len(suites) else f.macro
+    columns, comparisons = len(suites) + 1, {}
+
+    def versus(i: int, j: int | None) -> list[Interval | None]:
+        """Row i against row j per column, computed once: the bold and the Δ read the same intervals."""
+        if j is None:
+            return [None] * columns
+        if (i, j) not in comparisons:
+            comparisons[i, j] = score_comparisons(found[i][0], found[j][0], columns)
+        return comparisons[i, j]
 
     rows = []
     for i, s in enumerate(settings):
@@ -76,18 +84,16 @@ def table1(ev: Evidence) -> Artefact:
         ref = {m: same.get(m) for m in (PROPOSED, BASELINE)}
         (values, collapsed), rival = found[i], ref[BASELINE if s.record and s.record.role == "proposed" else PROPOSED]
         row = [*Cell.texts(ev.title(s.pairing), s.label), seeds_cell(len(values), collapsed)]
-        for column in range(len(suites) + 1):
-            per_seed = {seed: value(f, column) for seed, f in values.items()}
-            against = {seed: value(f, column) for seed, f in found[rival][0].items()} if rival is not None else {}
-            interval = paired(per_seed, against) if compared(s) else None
+        intervals = versus(i, rival) if compared(s) else [None] * columns
+        for column, interval in enumerate(intervals):
             bold = interval is not None and interval.call == 1
             empty = "Collapse" if collapsed and not values else "—"
-            row.append(stats_cell(stats(list(per_seed.values())), d, bold, empty))
+            row.append(stats_cell(stats([f.scores[column] for f in values.values()]), d, bold, empty))
         for against_name in (BASELINE, PROPOSED)[: 2 if beyond else 1]:
             j = ref[against_name]
             show = j is not None and j != i and (against_name == BASELINE or not compared(s))
             label = METHODS[against_name].label
-            row.append(delta_cell(found[i], found[j], label, d) if show else interval_cell(None, d))
+            row.append(delta_cell(versus(i, j)[-1], found[i], found[j], label, d) if show else interval_cell(None, d))
         rows.append(row)
     legend = [
         f"Avg@K (%) per suite, with the K the runs recorded; Macro: the unweighted mean of a run's {len(suites)} "
@@ -156,7 +162,7 @@ def table6(ev: Evidence) -> Artefact:
         missing += lines
         model, mode = s.config.get("model"), s.config.get("mode")
         record = models.get(model) or {}
-        tokens = [sum(t) / len(t) for f in finals.values() if None not in (t := list(f.tokens.values()))]
+        tokens = [f.mean_tokens for f in finals.values() if f.mean_tokens is not None]
         row = [*Cell.texts(record.get("name", model), mode, record.get("role", "—")), Cell.count(len(finals))]
         row += [stats_cell(stats([f.macro for f in finals.values()]), d), stats_cell(stats(tokens), 1)]
         refs = ev.report.paper_reference.table6

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from gropd.report.evidence import Trend
-from gropd.report.stats import MIN_SEEDS, Interval, paired, t_interval
+from gropd.report.stats import MIN_SEEDS, Interval
 
 REPRODUCED, NOT_REPRODUCED, NOT_TESTED = "reproduced", "not reproduced", "not tested"
 PREFERRED_SEEDS = 3  # what the page asks for when it names missing seed runs
@@ -37,36 +37,38 @@ def too_few(counts: dict[str, int]) -> Verdict | None:
     return Verdict(NOT_TESTED, f"needs ≥ {MIN_SEEDS} seeds per setting ({'; '.join(short)})") if short else None
 
 
-def distillation(student: float | None, teacher: float | None, trained: dict[int, float], collapsed: int) -> Verdict:
-    """Lift = trained seed − pre-OPD student: its mean ≥ LIFT_FRACTION x (teacher − student) and its t interval
-    above 0; a collapsed seed fails it."""
+def distillation(student: float | None, teacher: float | None, lift: Interval | None, collapsed: int) -> Verdict:
+    """`lift` (stats.lift: trained seed − pre-OPD student, over the seeds that finished): its mean ≥ LIFT_FRACTION x
+    (teacher − student) and its t interval above 0; a collapsed seed fails it."""
     if student is None or teacher is None:
         return Verdict(NOT_TESTED, f"no pre-OPD evaluation of the {'student' if student is None else 'teacher'}")
-    if short := too_few({"trained student": len(trained) + collapsed}):
+    if short := too_few({"trained student": (lift.n if lift else 0) + collapsed}):
         return short
     gap = teacher - student
     if gap <= 0:
         return Verdict(NOT_TESTED, f"the teacher does not beat the student before OPD (gap {gap:+.2f})")
     if collapsed:
-        return Verdict(NOT_REPRODUCED, f"{collapsed} of {len(trained) + collapsed} seeds collapsed")
-    lift = t_interval([value - student for value in trained.values()])
+        return Verdict(NOT_REPRODUCED, f"{collapsed} of {(lift.n if lift else 0) + collapsed} seeds collapsed")
+    assert lift is not None  # too_few saw at least MIN_SEEDS seeds, none collapsed
     text = f"lift {lift.text()} = {lift.mean / gap:.2f} of the gap {gap:.2f}"
     if lift.mean >= LIFT_FRACTION * gap and lift.call > 0:
         return Verdict(REPRODUCED, text)
     return Verdict(NOT_REPRODUCED, f"{text}, needs ≥ {LIFT_FRACTION:.2g} and > 0")
 
 
-def beats(a: dict[int, float], a_collapsed: int, b: dict[int, float], b_collapsed: int, names: tuple) -> Verdict:
-    """'`names[0]` beats `names[1]`' from final scores by seed: a collapse loses (reproduced when only b
+def beats(interval: Interval | None, seeds: tuple[int, int], collapsed: tuple[int, int], names: tuple) -> Verdict:
+    """'`names[0]` beats `names[1]`' from final scores by seed (`seeds`: how many finished of each, `collapsed`: how
+    many collapsed; `interval`: stats.paired of the finished ones): a collapse loses (reproduced when only b
     collapsed, not when a did); otherwise the paired interval of the same seeds must lie above 0."""
-    (x, y), counts = names, {names[0]: len(a) + a_collapsed, names[1]: len(b) + b_collapsed}
+    (x, y), (a_collapsed, b_collapsed) = names, collapsed
+    counts = {x: seeds[0] + a_collapsed, y: seeds[1] + b_collapsed}
     if short := too_few(counts):
         return short
     if a_collapsed:
         return Verdict(NOT_REPRODUCED, f"{x} collapsed in {a_collapsed} of {counts[x]} seeds")
     if b_collapsed:
         return Verdict(REPRODUCED, f"{y} collapsed in {b_collapsed} of {counts[y]} seeds, {x} in none")
-    if (interval := paired(a, b)) is None or interval.n < MIN_SEEDS:
+    if interval is None or interval.n < MIN_SEEDS:
         return Verdict(NOT_TESTED, f"needs ≥ {MIN_SEEDS} seeds run under both")
     outcome = REPRODUCED if interval.call > 0 else NOT_REPRODUCED
     return Verdict(outcome, f"{comparison(interval, names)}: {interval.text()}")
