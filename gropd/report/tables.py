@@ -71,7 +71,8 @@ def table1(ev: Evidence) -> Artefact:
     columns, comparisons = len(suites) + 1, {}
 
     def versus(i: int, j: int | None) -> list[Interval | None]:
-        """Row i against row j per column, computed once: the bold and the Δ read the same intervals."""
+        """Row i against row j per column, computed once: the bold and the Δ read the same intervals (j None: no
+        comparison, every column None)."""
         if j is None:
             return [None] * columns
         if (i, j) not in comparisons:
@@ -84,8 +85,7 @@ def table1(ev: Evidence) -> Artefact:
         ref = {m: same.get(m) for m in (PROPOSED, BASELINE)}
         (values, collapsed), rival = found[i], ref[BASELINE if s.record and s.record.role == "proposed" else PROPOSED]
         row = [*Cell.texts(ev.title(s.pairing), s.label), seeds_cell(len(values), collapsed)]
-        intervals = versus(i, rival) if compared(s) else [None] * columns
-        for column, interval in enumerate(intervals):
+        for column, interval in enumerate(versus(i, rival if compared(s) else None)):
             bold = interval is not None and interval.call == 1
             empty = "Collapse" if collapsed and not values else "—"
             row.append(stats_cell(stats([f.scores[column] for f in values.values()]), d, bold, empty))
@@ -162,7 +162,7 @@ def table6(ev: Evidence) -> Artefact:
         missing += lines
         model, mode = s.config.get("model"), s.config.get("mode")
         record = models.get(model) or {}
-        tokens = [f.mean_tokens for f in finals.values() if f.mean_tokens is not None]
+        tokens = [t for f in finals.values() if (t := f.mean_tokens) is not None]
         row = [*Cell.texts(record.get("name", model), mode, record.get("role", "—")), Cell.count(len(finals))]
         row += [stats_cell(stats([f.macro for f in finals.values()]), d), stats_cell(stats(tokens), 1)]
         refs = ev.report.paper_reference.table6

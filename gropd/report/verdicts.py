@@ -42,13 +42,14 @@ def distillation(student: float | None, teacher: float | None, lift: Interval | 
     (teacher − student) and its t interval above 0; a collapsed seed fails it."""
     if student is None or teacher is None:
         return Verdict(NOT_TESTED, f"no pre-OPD evaluation of the {'student' if student is None else 'teacher'}")
-    if short := too_few({"trained student": (lift.n if lift else 0) + collapsed}):
+    seeds = (lift.n if lift else 0) + collapsed
+    if short := too_few({"trained student": seeds}):
         return short
     gap = teacher - student
     if gap <= 0:
         return Verdict(NOT_TESTED, f"the teacher does not beat the student before OPD (gap {gap:+.2f})")
     if collapsed:
-        return Verdict(NOT_REPRODUCED, f"{collapsed} of {(lift.n if lift else 0) + collapsed} seeds collapsed")
+        return Verdict(NOT_REPRODUCED, f"{collapsed} of {seeds} seeds collapsed")
     assert lift is not None  # too_few saw at least MIN_SEEDS seeds, none collapsed
     text = f"lift {lift.text()} = {lift.mean / gap:.2f} of the gap {gap:.2f}"
     if lift.mean >= LIFT_FRACTION * gap and lift.call > 0:
