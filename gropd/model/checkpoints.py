@@ -6,11 +6,14 @@ models); tiny: the suite's own tiny world (built on first use); local: a directo
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gropd.config.lock import pinned_revision, read_lock
@@ -73,6 +76,61 @@ def checkpoint_identity(manifests: Manifests, profile: str, label: str) -> str:
         recipe, _ = load_recipe(manifests.root / "tiny_world.yaml")
         return f"tiny {source['label']} {label_hash(recipe, source['label'])[:12]}"
     return str(source["path"])
+
+
+def checkpoint_digests(manifests: Manifests, profile: str, label: str) -> dict[str, str] | None:
+    """The bytes of model `label` as a run loads them: file name -> sha256 of every file of a tiny or local
+    model's directory (the tiny world's tokenizer files too); for a Hub model, the id of each file of its
+    snapshot as the Hub cache names the blob (a content hash: sha256 for LFS files). None where the files are
+    not on this machine (a tiny world not built yet, a snapshot not downloaded): nothing to compare. Nothing is
+    built or downloaded. A run records them when it starts and is "changed" when one differs."""
+    source = manifests.model(profile, label)["source"]
+    if source["kind"] == "hub":
+        entry = (read_lock(manifests.root / "lock.yaml").get("models") or {}).get(source["repo"]) or {}
+        snapshot = _hub_snapshot(source["repo"], entry.get("full")) if entry.get("full") else None
+        return {name: Path(os.path.realpath(snapshot / name)).name for name in _files(snapshot)} if snapshot else None
+    if source["kind"] == "tiny":
+        from gropd.tiny.recipe import load_recipe
+
+        _, full_hash = load_recipe(manifests.root / "tiny_world.yaml")
+        world = Path("results/tiny/world") / full_hash[:12]  # where ensure_tiny_world builds it
+        folders = {"": world / "models" / source["label"], "tokenizer/": world / "tokenizer"}
+    else:
+        folders = {"": Path(source["path"])}
+    if not all(folder.is_dir() for folder in folders.values()):
+        return None
+    return {prefix + name: file_sha256(folder / name) for prefix, folder in folders.items() for name in _files(folder)}
+
+
+def _files(folder: Path) -> list[str]:
+    """The files under `folder` (relative, sorted), hidden ones left out."""
+    found = (path.relative_to(folder) for path in folder.rglob("*") if path.is_file())
+    return sorted(str(path) for path in found if not any(part.startswith(".") for part in path.parts))
+
+
+def _hub_snapshot(repo: str, revision: str) -> Path | None:
+    """The local snapshot directory of `repo` at `revision` in the Hub cache, None when it is not there."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo, revision=revision, local_files_only=True))
+    except Exception:  # huggingface_hub's LocalEntryNotFoundError and kin: not in this machine's cache
+        return None
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of the file's bytes (cached per path, size and modification time)."""
+    stat = path.stat()
+    return _sha256(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=256)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def model_config(ref: CheckpointRef) -> dict:

@@ -23,7 +23,7 @@ from typing import Any
 
 from gropd.config import Manifests, RunConfig, config_hash, config_yaml, data_hash
 from gropd.config.errors import ConfigError, RunFileError
-from gropd.model.checkpoints import checkpoint_identity
+from gropd.model.checkpoints import checkpoint_digests, checkpoint_identity
 from gropd.record.run_dir import DONE, RunDir
 
 STARTED = (*DONE, "failed", "resumable")  # seen states of a run that has begun
@@ -55,9 +55,16 @@ def checkpoints_of(config: RunConfig, manifests: Manifests) -> dict[str, str]:
     return {role: checkpoint_identity(manifests, config.profile, label) for role, (label, _) in models.items()}
 
 
+def digests_of(config: RunConfig, manifests: Manifests) -> dict[str, dict[str, str] | None]:
+    """Role → checkpoint_digests of the run's models (None for a model whose files are not here)."""
+    models = models_of(config, manifests)
+    return {role: checkpoint_digests(manifests, config.profile, label) for role, (label, _) in models.items()}
+
+
 def what_changed(status: dict[str, Any], config: RunConfig, manifests: Manifests | None) -> str | None:
     """Why a run's status.json no longer matches `config` (None when it does): another config hash, or,
-    given the manifests, other models than it started with (a rebuilt tiny world, a re-pinned revision)."""
+    given the manifests, other models than it started with (a rebuilt tiny world, a re-pinned revision), or
+    other bytes in their files than it recorded (`digests`; a model whose files are not here is not compared)."""
     if status["config_hash"] != config_hash(config):
         return f"started with config {status['config_hash']}, now {config_hash(config)}"
     recorded = status.get("checkpoints")
@@ -65,7 +72,16 @@ def what_changed(status: dict[str, Any], config: RunConfig, manifests: Manifests
         return None
     now = checkpoints_of(config, manifests)
     moved = [f"{role} {recorded.get(role)} -> {now[role]}" for role in now if recorded.get(role) != now[role]]
-    return f"started with other models: {'; '.join(moved)}" if moved else None
+    if moved:
+        return f"started with other models: {'; '.join(moved)}"
+    recorded_digests = status.get("digests") if isinstance(status.get("digests"), dict) else {}
+    edited = []
+    for role, files in digests_of(config, manifests).items():
+        before = recorded_digests.get(role)
+        if files is not None and isinstance(before, dict) and before != files:
+            names = sorted(name for name in {*files, *before} if files.get(name) != before.get(name))
+            edited.append(f"{role} {now[role]}: {', '.join(names)}")
+    return f"started with other bytes in its model files: {'; '.join(edited)}" if edited else None
 
 
 def changed_error(run_dir: RunDir, config: RunConfig, manifests: Manifests, expected: str | None = None) -> ConfigError:

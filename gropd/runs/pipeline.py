@@ -26,10 +26,11 @@ from pydantic import ValidationError
 from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_yaml, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_entry, load_grid, run_file_path, write_run_file
 from gropd.credit import method
+from gropd.numerics import enter
 from gropd.record.run_dir import DONE, RunDir
 from gropd.record.run_lock import check_free, child_env, hold_run
 from gropd.record.tracking import check_backends, log_evaluation
-from gropd.runs.lifecycle import changed_error, checkpoints_of, copy_twin, run_state, twin_to_copy
+from gropd.runs.lifecycle import changed_error, checkpoints_of, copy_twin, digests_of, run_state, twin_to_copy
 from gropd.runs.session import Ranks, run_session
 from gropd.train.world import rank_share
 
@@ -80,8 +81,10 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
     writes the run's files, and no rank evaluates: the run stops at `trained` (kind eval: as opened),
     and `evaluate` runs in processes of its own. One process evaluates in a process of its own once its
     session ends (evaluate_in_own_process). A process count that cannot share Table 3's batches is
-    refused first (gropd/train/world.py).
+    refused first (gropd/train/world.py). The process computes in the run's numerics mode (gropd/numerics.py),
+    set before torch loads, or is refused.
     """
+    enter(config.backend.numerics)
     ranks = Ranks.of(config)
     if config.kind == "train":
         rank_share(config.train, ranks.world)
@@ -115,7 +118,7 @@ def _execute(
     if ranks.main:
         open_run_dir(config, manifests, run_dir)
     ranks.meet()
-    with run_session(run_dir, main=ranks.main) as status:
+    with run_session(run_dir, main=ranks.main, backend=config.backend) as status:
         if config.kind == "train" and status["status"] == "running":
             from gropd.train.loop import train_run
 
@@ -196,7 +199,8 @@ def evaluate(
     """`gropd.cli evaluate`: evaluate a run whose training has ended (or an eval run that `run` opened),
     this process being shard (rank, world) (gropd/runs/evaluation.py: claim_shard). Shards meet only
     through their files (eval/shards.py); rank 0 records the run finished. Each shard holds a lock of its own
-    (shard 0 the run's), taken before it reads the run's state."""
+    (shard 0 the run's), taken before it reads the run's state. It computes in the run's numerics mode."""
+    enter(config.backend.numerics)
     role = "" if shard[0] == 0 else f"shard{shard[0]}"
     root = RunDir.at(results_root, config.profile, config.run_id).root
     if not role:
@@ -211,7 +215,7 @@ def _evaluate(config: RunConfig, manifests: Manifests, results_root: Path, shard
     if state in DONE:
         print(f"[{config.run_id}] already {state}; nothing to evaluate", file=sys.stderr)
         return run_dir.read_status() or {}
-    with run_session(run_dir, main=shard[0] == 0) as status:
+    with run_session(run_dir, main=shard[0] == 0, backend=config.backend) as status:
         return evaluate_and_finish(config, manifests, run_dir, status, shard)
 
 
@@ -274,4 +278,4 @@ def identity(config: RunConfig, manifests: Manifests) -> dict[str, Any]:
         }
     else:
         fields |= {"model": config.model, "mode": config.mode, "pairing": None, "method": None}
-    return fields | {"checkpoints": checkpoints_of(config, manifests)}
+    return fields | {"checkpoints": checkpoints_of(config, manifests), "digests": digests_of(config, manifests)}

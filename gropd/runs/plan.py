@@ -20,6 +20,7 @@ from gropd.config.resolve import resolve_run_traced
 from gropd.model.fit import FitError
 from gropd.model.hardware import GPUNotUsableError
 from gropd.model.optional import MissingDependencyError
+from gropd.numerics import NumericsError
 from gropd.record.run_dir import RunDir
 from gropd.record.run_lock import check_free
 from gropd.record.tracking import check_backends
@@ -27,7 +28,7 @@ from gropd.runs.lifecycle import changed_error, run_threads
 from gropd.runs.preflight import preflight
 from gropd.runs.session import Ranks
 
-REFUSED = (ConfigError, RunFileError, MissingDependencyError, FitError, GPUNotUsableError)  # the CLI exits 2
+REFUSED = (ConfigError, RunFileError, MissingDependencyError, FitError, GPUNotUsableError, NumericsError)  # the CLI exits 2
 RUN_IDENTITY = ("run_id", "profile", "grid", "seed", *IDENTITY_KEYS)  # what a run is; its plan fixes it
 
 

@@ -71,16 +71,19 @@ class Ranks:
 
 
 @contextmanager
-def run_session(run_dir: RunDir, main: bool = True) -> Iterator[dict[str, Any]]:
+def run_session(run_dir: RunDir, main: bool = True, backend: Any = None) -> Iterator[dict[str, Any]]:
     """Record this process as the run's owner; yields the status to go on from (a failed run's
     `failed_in` restored); records a failure or the session's wall time when the block ends. Only the
-    `main` process (rank 0, or a run's one process) writes."""
+    `main` process (rank 0, or a run's one process) writes. Given the run's `backend` settings, the machine
+    this session computes on is added to `machines` (gropd/numerics.py: machine_record) unless recorded."""
     status = run_dir.read_status() or {}
     if main and status.get("status") == "failed":
         status = run_dir.update_status(status=status.get("failed_in") or "running", reason=None, failed_in=None)
     if main:
         pid = os.getpid()
         status = run_dir.update_status(pid=pid, pid_start=process_start(pid), host=socket.gethostname())
+        if backend is not None:
+            status = record_machine(run_dir, status, backend.numerics, backend.threads)
     started = time.monotonic()
     try:
         yield status
@@ -93,6 +96,16 @@ def run_session(run_dir: RunDir, main: bool = True) -> Iterator[dict[str, Any]]:
         if main:
             wall = (run_dir.read_status() or {}).get("wall_s") or 0.0
             run_dir.update_status(wall_s=round(wall + time.monotonic() - started, 1))
+
+
+def record_machine(run_dir: RunDir, status: dict[str, Any], numerics: str, threads: int | None) -> dict[str, Any]:
+    """status.json with this process's machine record in `machines` (each distinct record once: a run that
+    resumed on another CPU, or under other libraries, lists both)."""
+    from gropd.numerics import machine_record
+
+    machines = status.get("machines") if isinstance(status.get("machines"), list) else []
+    record = machine_record(numerics, threads)
+    return status if record in machines else run_dir.update_status(machines=[*machines, record])
 
 
 def is_alive(status: dict[str, Any], now: float | None = None) -> bool:

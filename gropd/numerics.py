@@ -1,0 +1,137 @@
+"""A process's CPU numerics mode (`backend.numerics`): which code paths PyTorch's CPU math may take, and what a
+run records of the machine it ran on. Imports no torch: the mode has to be in the environment before torch is.
+
+PyTorch's CPU math comes from three libraries, each of which picks its kernels for the CPU it finds:
+
+- MKL (BLAS: every float32 matmul). `MKL_CBWR` (Conditional Numerical Reproducibility) fixes the code branch.
+  Its developer guide documents `AVX2` as reproducible across *Intel* CPUs with AVX2 only ("on non-Intel CPUs
+  ... the AUTO branch is used instead"); `COMPATIBLE` (SSE2 without rcpps/rsqrtps) is the branch for Intel and
+  compatible CPUs alike.
+- ATen's vectorised kernels (elementwise ops, softmax, reductions, CPU flash attention): `ATEN_CPU_CAPABILITY`
+  (`default`: the build's baseline kernels, no CPU-specific vectorisation), read when torch is imported.
+- oneDNN: `ONEDNN_MAX_CPU_ISA` caps the instruction set its JIT kernels use.
+
+Modes:
+    portable  MKL_CBWR=COMPATIBLE, ATEN_CPU_CAPABILITY=default, ONEDNN_MAX_CPU_ISA=SSE41: the same code path
+              on every x86-64 CPU, so a run gives the same bits on an Intel Xeon and an AMD EPYC (one thread;
+              the thread count is part of a run's config). About 2x the native step on an AVX-512 Xeon.
+    native    nothing pinned: the fastest kernels for this CPU; bits differ between CPU families. GPU runs
+              are reproducible only within one machine in any mode.
+
+`enter(mode)` puts the mode in this process's environment before torch loads, or refuses (NumericsError) when
+torch is already loaded under other settings; children inherit the environment. `machine_record()` is what
+status.json records of the process: the mode, the pinned variables, ATen's capability in use, the CPU, the
+thread count and the versions of torch, MKL and oneDNN.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import MutableMapping
+from pathlib import Path
+from typing import Any
+
+PINNED = ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
+MODES: dict[str, dict[str, str]] = {
+    "portable": {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"},
+    "native": {},
+}
+CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile")  # the code paths they open
+
+
+class NumericsError(RuntimeError):
+    """This process cannot compute in the mode asked for (torch already loaded under other settings)."""
+
+
+def environment(mode: str) -> dict[str, str]:
+    """The variables `mode` pins (KeyError naming the modes for another name)."""
+    if mode not in MODES:
+        raise KeyError(f"numerics mode {mode!r} (expected one of {', '.join(MODES)})")
+    return dict(MODES[mode])
+
+
+def mismatches(mode: str, environ: MutableMapping[str, str]) -> list[str]:
+    """`NAME=found (mode wants wanted)` for each variable of `mode` that `environ` does not hold as the mode pins it."""
+    return [
+        f"{name}={environ.get(name, '<unset>')} ({mode} wants {wanted})"
+        for name, wanted in environment(mode).items()
+        if environ.get(name) != wanted
+    ]
+
+
+def enter(mode: str, environ: MutableMapping[str, str] | None = None) -> None:
+    """Make this process compute in `mode`: before torch is imported, set its variables (children inherit
+    them); after, refuse unless torch was loaded under them (NumericsError naming each variable). ATen's
+    capability in use is checked too, since that library reads its variable at import."""
+    environ = os.environ if environ is None else environ
+    wanted = environment(mode)
+    if "torch" not in sys.modules:
+        environ.update(wanted)
+        return
+    wrong = mismatches(mode, environ)
+    capability = aten_capability()
+    if "ATEN_CPU_CAPABILITY" in wanted and capability != wanted["ATEN_CPU_CAPABILITY"].upper():
+        wrong.append(f"ATen's kernels in use are {capability} ({mode} wants {wanted['ATEN_CPU_CAPABILITY'].upper()})")
+    if wrong:
+        raise NumericsError(
+            f"backend.numerics={mode}, but torch was already imported in this process under other settings: "
+            f"{'; '.join(wrong)}. Start a fresh process (gropd.cli sets them before torch loads), or export "
+            f"{' '.join(f'{k}={v}' for k, v in wanted.items())} before it starts"
+        )
+
+
+def aten_capability() -> str:
+    """ATen's CPU kernels in use (DEFAULT, AVX2, AVX512, ...): what ATEN_CPU_CAPABILITY and the CPU allowed."""
+    import torch
+
+    return str(torch.backends.cpu.get_cpu_capability())
+
+
+def cpu_record(cpuinfo: str | None = None) -> dict[str, Any]:
+    """The CPU as /proc/cpuinfo names it (first processor): vendor, model name, family, model, and which of
+    CPU_FLAGS it has; the machine's architecture where there is no /proc/cpuinfo."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return {"arch": platform.machine()}
+    fields: dict[str, str] = {}
+    for line in cpuinfo.split("\n\n", 1)[0].splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    return {
+        "arch": platform.machine(),
+        "vendor": fields.get("vendor_id"),
+        "model_name": fields.get("model name"),
+        "family": fields.get("cpu family"),
+        "model": fields.get("model"),
+        "flags": [flag for flag in CPU_FLAGS if flag in flags],
+    }
+
+
+def library_versions() -> dict[str, str | None]:
+    """torch's version and those of the MKL and oneDNN it was built with (torch.__config__)."""
+    import torch
+
+    info = torch.__config__.parallel_info().splitlines()
+    mkl = next((line.split("Version", 1)[1].split("for")[0].strip() for line in info if "Math Kernel" in line), None)
+    onednn = next((line.strip() for line in info if "MKL-DNN" in line or "oneDNN" in line), None)
+    return {"torch": torch.__version__, "mkl": mkl, "onednn": onednn}
+
+
+def machine_record(mode: str, threads: int | None) -> dict[str, Any]:
+    """What a run records of the process that computes it (status.json `machines`): `threads` is the run's
+    backend.threads (None: torch's own count)."""
+    import torch
+
+    return {
+        "numerics": mode,
+        "pinned": {name: os.environ.get(name) for name in PINNED},
+        "aten_capability": aten_capability(),
+        "threads": threads or torch.get_num_threads(),
+        "cpu": cpu_record(),
+        **library_versions(),
+    }
