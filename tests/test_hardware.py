@@ -1,5 +1,8 @@
 """A GPU node whose torch cannot see its GPUs stops with exit 2 naming the driver and the torch build; it
-never falls back to the tiny profile there (gropd/model/hardware.py, reproduce.sh). nvidia-smi is faked."""
+never falls back to the tiny profile there (gropd/model/hardware.py, reproduce.sh). The machine each test describes
+is faked, whatever this one has: nvidia-smi by a script on PATH (or none: an empty PATH), and what torch sees by
+CUDA_VISIBLE_DEVICES="" (CUDA's documented way to hide every device: torch.cuda.is_available() is then False) or,
+in this process, by replacing torch.cuda.is_available."""
 
 from __future__ import annotations
 
@@ -17,15 +20,16 @@ FAKE_SMI = '#!/usr/bin/env bash\necho "NVIDIA H100 80GB HBM3, 535.104.05"\necho 
 
 
 def fake_nvidia_smi(tmp_path: Path) -> dict[str, str]:
+    """The environment of a node whose nvidia-smi lists two GPUs that torch does not see."""
     bin_dir = tmp_path / "fakebin"
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
     (bin_dir / "nvidia-smi").chmod(stat.S_IRWXU)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    return {**os.environ, "PATH": path, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": ""}
 
 
 def test_reproduce_sh_stops_on_a_gpu_node_whose_torch_cannot_use_it(tmp_path: Path) -> None:
-    assert not torch.cuda.is_available()  # this machine's torch: a CPU build (or no GPU)
     script = copy_with_venv(tmp_path)
     python = tmp_path / ".venv" / "bin" / "python"  # this venv's interpreter (a symlink would lose its packages)
     python.unlink()
@@ -46,7 +50,8 @@ def test_reproduce_sh_stops_on_a_gpu_node_whose_torch_cannot_use_it(tmp_path: Pa
 
 
 def test_without_nvidia_smi_the_tiny_profile_is_chosen_and_said(tmp_path: Path) -> None:
-    env = {**os.environ, "PATH": "/usr/bin:/bin"}  # no nvidia-smi on it
+    (tmp_path / "empty").mkdir()  # a PATH without nvidia-smi, and no device for torch
+    env = {**os.environ, "PATH": str(tmp_path / "empty"), "CUDA_VISIBLE_DEVICES": ""}
     result = subprocess.run(
         [os.sys.executable, "-m", "gropd.model.hardware"],
         env={**env, "PYTHONPATH": str(REPO)},
@@ -68,9 +73,15 @@ def test_the_reason_names_the_build_and_the_driver_it_needs() -> None:
 
 def test_choose_profile_raises_where_the_gpus_are_invisible(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", fake_nvidia_smi(tmp_path)["PATH"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # torch sees none of them
     try:
         choose_profile()
     except RuntimeError as err:
         assert "Not falling back to the tiny profile" in str(err)
     else:
         raise AssertionError("a GPU node without usable CUDA chose a profile")
+
+
+def test_a_node_whose_torch_sees_cuda_runs_the_paper_profile(monkeypatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU node, faked on any machine
+    assert choose_profile() == ("paper", "CUDA is available")

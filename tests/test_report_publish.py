@@ -6,6 +6,7 @@ they were (the artefacts of a build are published all-or-nothing); a run file ed
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,13 @@ def test_a_good_build_replaces_every_file_it_names(project):
         == "results"
     )
     assert macro_summary(5.0)["suites"]["add"]["avg_at_k"] == 4.0
+
+
+def test_a_link_whose_set_was_removed_is_replaced_by_the_next_build(project):
+    """A user who deleted paper_figures/.tiny.* by hand leaves paper_figures/tiny dangling: the next build publishes
+    a set of its own files (before, every later build failed naming the missing set)."""
+    published = project / "paper_figures" / "tiny"
+    shutil.rmtree(published.resolve())
+    assert published.is_symlink() and not published.exists()
+    assert cli.main(["report", "table1", "--profile", "tiny"]) == 0
+    assert (published / "table1.md").is_file() and not (published / "table2.md").exists()

@@ -20,6 +20,7 @@ import yaml
 from report_fixtures import P3, P5, macro_summary, metric_rows, seeded, table1_grid, write_experiments, write_run
 from test_front_door import RUN, clone
 from test_reproduce_sh import REPO, copy_with_venv
+from tiny_runs import native_profile
 from tree_snapshot import changes, snapshot
 
 from gropd import cli
@@ -34,8 +35,10 @@ ONLY = {"lambda": None, "gamma": None, "table6": None}
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh clone's layout in tmp_path/repo (tmp_path itself is where a run escaping results/ would land)."""
+    """A fresh clone's layout in tmp_path/repo (tmp_path itself is where a run escaping results/ would land); its
+    tiny profile native, since its runs compute in this process (tests/tiny_runs.py: native_profile)."""
     root = clone(tmp_path / "repo", venv=False) if (tmp_path / "repo").mkdir() is None else None
+    native_profile(root / "experiments")
     monkeypatch.chdir(root)
     return root
 

@@ -63,9 +63,12 @@ def test_event_files_equal_metrics_and_summary(root: Path) -> None:
 
 
 @pytest.mark.slow
-def test_resume_repeats_no_step_and_keeps_the_replayed_values(root: Path) -> None:
-    """A crash after step 4 with the last checkpoint at 2: the resumed session logs 3 and 4 again;
-    readers see each step once, with metrics.jsonl's values, not those of the dead session."""
+def resume_after_a_dead_session(root: Path, same_second: bool = False) -> RunDir:
+    """A crash after step 4 with the last checkpoint at 2, the dead session having written other values for steps
+    3 and 4 (e.g. a nondeterministic GPU); then the run resumed. `same_second`: the resumed session opens its event
+    files in the second of the dead session's, whose file sorts last of that second ("~" after every digit)."""
+    import time
+
     from torch.utils.tensorboard import SummaryWriter
 
     manifests = load_manifests(root / "experiments")
@@ -76,12 +79,33 @@ def test_resume_repeats_no_step_and_keeps_the_replayed_values(root: Path) -> Non
     shutil.rmtree(run_dir.final)
     shutil.rmtree(run_dir.eval_dir)
     run_dir.update_status(status="running", step=4)
-    # the dead session had written other values for steps 3 and 4 (e.g. a nondeterministic GPU)
-    with SummaryWriter(str(run_dir.root / "tracking" / "gropd")) as writer:
+    tracking = run_dir.root / "tracking" / "gropd"
+    with SummaryWriter(str(tracking)) as writer:
         for step in (3, 4):
             writer.add_scalar("verifier_reward", 99.0, step)
-    status = execute(config, manifests, root / "results")
-    assert status["status"] == "finished"
+    if same_second:
+        dead = max(tracking.glob("events.out.tfevents.*"))
+        second = int(dead.name.split(".")[3])
+        dead.rename(tracking / f"events.out.tfevents.{second:010d}.host.1.~")
+        clock = {"now": second + 0.5}
+
+        def sleep(seconds: float) -> None:
+            clock["now"] += seconds
+
+        with pytest.MonkeyPatch.context() as patch:  # a frozen clock that moves only when slept on
+            patch.setattr(time, "time", lambda: clock["now"])
+            patch.setattr(time, "sleep", sleep)
+            assert execute(config, manifests, root / "results")["status"] == "finished"
+    else:
+        assert execute(config, manifests, root / "results")["status"] == "finished"
+    return run_dir
+
+
+@pytest.mark.parametrize("same_second", [False, True])
+def test_resume_repeats_no_step_and_keeps_the_replayed_values(root: Path, same_second: bool) -> None:
+    """The resumed session logs 3 and 4 again; readers see each step once, with metrics.jsonl's values, not those of
+    the dead session, also when both sessions' event files carry the same second (gropd/record/tracking.py)."""
+    run_dir = resume_after_a_dead_session(root, same_second)
     seen = scalars(run_dir)
     assert [step for step, _ in seen["verifier_reward"]] == [1, 2, 3, 4]
     assert all(len({s for s, _ in points}) == len(points) for points in seen.values())

@@ -20,12 +20,24 @@ FAST = ["eval.questions=4", "eval.suites=[add]", "train.checkpoint_every=100"]
 
 
 def project(tmp_path: Path) -> Path:
-    """tmp_path/project with experiments/ copied and results/tiny/world linked; returns it."""
+    """tmp_path/project with experiments/ copied and results/tiny/world linked; returns it. Its tiny profile
+    computes in the native numerics mode: a run in the pytest process computes under the settings torch was
+    loaded with (gropd/numerics.py refuses portable there); a test of the portable mode asks for it
+    (backend.numerics=portable) in a process of its own."""
     root = tmp_path / "project"
     shutil.copytree(REPO / "experiments", root / "experiments", ignore=shutil.ignore_patterns("runs", "lock.yaml"))
+    native_profile(root / "experiments")
     (root / "results" / "tiny").mkdir(parents=True)
     os.symlink(REPO / "results" / "tiny" / "world", root / "results" / "tiny" / "world")
     return root
+
+
+def native_profile(experiments: Path) -> None:
+    """The tiny profile of the experiments/ copy at `experiments` with backend.numerics: native."""
+    profile = experiments / "profiles" / "tiny.yaml"
+    text = profile.read_text()
+    assert "  numerics: portable" in text, "the tiny profile's numerics line moved: update tests/tiny_runs.py"
+    profile.write_text(text.replace("  numerics: portable", "  numerics: native", 1))
 
 
 def tiny_config(root: Path, run_id: str, overrides: list[str]) -> RunConfig:

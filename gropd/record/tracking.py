@@ -12,13 +12,20 @@ Resume without duplicate steps: a session that goes on after checkpoint k logs s
 k+1.. again (metrics.jsonl is cut back to k and those steps are replayed). TensorBoard's
 writer is opened with purge_step = k+1: its readers (the TensorBoard UI, EventAccumulator)
 drop every event of step >= k+1 written by earlier sessions, so each step shows once, with
-the value that metrics.jsonl holds. W&B cannot rewrite history: a resumed W&B run (same id,
-kept in tracking/wandb_id) ignores, with a warning, steps it already has.
+the value that metrics.jsonl holds. That needs the new session's event file to be read after
+the earlier ones: TensorBoard reads a directory's event files in name order, a name being
+`events.out.tfevents.<second>.<host>.<pid>.<n>`, so two files opened in the same second sort
+by pid and writer number as text ("10" before "9"): a session opened in the second of the
+newest file waits for the next (after_earlier_sessions). W&B cannot rewrite history: a
+resumed W&B run (same id, kept in tracking/wandb_id) ignores, with a warning, steps it
+already has.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,9 +61,37 @@ def hyperparameters(config: RunConfig) -> dict[str, Any]:
     return {key: json.dumps(value) if isinstance(value, list) else value for key, value in flat.items()}
 
 
+EVENT_FILE = "events.out.tfevents."
+MAX_WAIT_S = 2.0  # a newest file further ahead than this is another host's clock: waiting would not help
+
+
+def after_earlier_sessions(directory: Path) -> None:
+    """Return once a TensorBoard event file opened now in `directory` sorts after every one there (module docstring):
+    at once unless the newest file's second is this second or later; then until the next second, at most
+    MAX_WAIT_S (a newer file is a clock ahead of this one's, said on stderr)."""
+    seconds = [
+        int(part)
+        for path in directory.glob(EVENT_FILE + "*")
+        if (part := path.name[len(EVENT_FILE) :].split(".", 1)[0]).isdigit()
+    ]
+    newest = max(seconds, default=None)
+    if newest is None or int(time.time()) > newest:
+        return
+    wait = newest + 1 - time.time()
+    if wait > MAX_WAIT_S:
+        print(
+            f"tracking: {directory} has an event file from {wait:.0f} s ahead of this clock; TensorBoard may show "
+            "steps of an earlier session",
+            file=sys.stderr,
+        )
+        return
+    time.sleep(wait)
+
+
 def start(accelerator: Accelerator, config: RunConfig, run_root: Path, first_step: int) -> None:
     """Open the trackers for a session that logs steps `first_step`.. (purging later steps of earlier sessions)."""
     if config.tracking.backends:
+        after_earlier_sessions(run_root / TRACKING_DIR / config.tracking.project)
         accelerator.init_trackers(
             config.tracking.project,
             config=hyperparameters(config) if first_step == 1 else None,
@@ -89,6 +124,7 @@ def log_evaluation(config: RunConfig, run_root: Path, summary: dict, step: int) 
     from accelerate.tracking import LOGGER_TYPE_TO_CLASS
 
     kwargs = _init_kwargs(config, run_root, purge_step=None)
+    after_earlier_sessions(run_root / TRACKING_DIR / config.tracking.project)
     for name in config.tracking.backends:
         kind = LOGGER_TYPE_TO_CLASS[name]
         logging_dir = [str(run_root / TRACKING_DIR)] if kind.requires_logging_directory else []

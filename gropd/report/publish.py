@@ -9,7 +9,8 @@ the files and the same Missing lines the artefact shows.
 
 A set is staged in full (each file written and synced), then the link is renamed over the old one; the old
 set and any set a killed build left behind are removed afterwards. A `<profile>` that is still a plain
-directory (made before sets existed) is moved into a set once, first."""
+directory (made before sets existed) is moved into a set once, first; a link whose set was removed (by hand) is
+replaced by a set of this build's files alone."""
 
 from __future__ import annotations
 
@@ -110,6 +111,8 @@ def _swap_in(out_dir: Path, files: dict[str, bytes]) -> None:
     if plain and not out_dir.is_symlink():  # (a kill between the move and the link leaves it unlinked)
         out_dir.symlink_to(plain[-1].name)
     previous = out_dir.resolve() if out_dir.is_symlink() else None
+    if previous is not None and not previous.is_dir():  # a link to a set someone removed: nothing to carry over
+        previous = None
     staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{name}."))
     try:
         staging.chmod(FILE_MODE | (FILE_MODE & 0o444) >> 2)  # a directory: searchable where readable
@@ -125,4 +128,4 @@ def _swap_in(out_dir: Path, files: dict[str, bytes]) -> None:
         raise
     for left in parent.glob(f".{name}.*"):  # the previous set, and any a killed build left behind
         if left != staging:
-            shutil.rmtree(left) if left.is_dir() and not left.is_symlink() else left.unlink()
+            shutil.rmtree(left, ignore_errors=True) if left.is_dir() and not left.is_symlink() else left.unlink(True)

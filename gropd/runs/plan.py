@@ -28,7 +28,8 @@ from gropd.runs.lifecycle import changed_error, run_threads
 from gropd.runs.preflight import preflight
 from gropd.runs.session import Ranks
 
-REFUSED = (ConfigError, RunFileError, MissingDependencyError, FitError, GPUNotUsableError, NumericsError)  # the CLI exits 2
+# the CLI exits 2
+REFUSED = (ConfigError, RunFileError, MissingDependencyError, FitError, GPUNotUsableError, NumericsError)
 RUN_IDENTITY = ("run_id", "profile", "grid", "seed", *IDENTITY_KEYS)  # what a run is; its plan fixes it
 
 

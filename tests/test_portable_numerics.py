@@ -1,0 +1,123 @@
+"""The portable numerics mode (gropd/numerics.py): the same bits on any x86-64 CPU. The proof is the first test: it
+reruns the first steps of a committed reference run made in the portable mode and compares every metric with the
+committed metrics.jsonl bit for bit. It fails on any machine where portability breaks, which is the point: the run
+was made on one CPU and this suite runs on whatever CPU it is given."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tiny_runs import REPO, tiny_config
+
+from gropd.config import load_manifests
+from gropd.numerics import PINNED, NumericsError, cpu_record, enter, environment, mismatches
+from gropd.runs.pipeline import execute
+
+COMMITTED = REPO / "results" / "portable" / "tiny" / "table1__I4nothink-I1.7nothink__gropd"
+STEPS = 2
+WALL_CLOCK = ("time_rollout_s", "time_teacher_s", "time_update_s")  # seconds measured, not computed
+
+
+def portable_project(tmp_path: Path) -> Path:
+    """tmp_path/project: experiments/ copied as committed (the tiny profile's numerics: portable), the world linked."""
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "experiments", root / "experiments", ignore=shutil.ignore_patterns("runs", "lock.yaml"))
+    (root / "results" / "tiny").mkdir(parents=True)
+    os.symlink(REPO / "results" / "tiny" / "world", root / "results" / "tiny" / "world")
+    return root
+
+
+def first_steps(root: Path, run_id: str, steps: int) -> tuple[list[dict], dict]:
+    """Run `run_id` as committed (gropd.cli, a process of its own: it sets the mode before torch loads), stopped by
+    SIGTERM once `steps` steps are logged; those metrics records and the run's status."""
+    command = [sys.executable, "-m", "gropd.cli", "run", run_id, "--profile", "tiny", "backend.threads=1"]
+    process = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    metrics = root / "results" / "tiny" / run_id / "metrics.jsonl"
+    deadline = time.monotonic() + 600
+    try:
+        while process.poll() is None and time.monotonic() < deadline:
+            if metrics.exists() and len(metrics.read_text().splitlines()) >= steps:
+                break
+            time.sleep(0.2)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=120)
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
+    assert len(rows) >= steps, err[-2000:]
+    status = json.loads((root / "results" / "tiny" / run_id / "status.json").read_text())
+    return rows[:steps], status
+
+
+def test_a_committed_portable_run_is_rerun_bit_for_bit_on_this_cpu(tmp_path: Path) -> None:
+    committed_status = json.loads((COMMITTED / "status.json").read_text())
+    assert {machine["numerics"] for machine in committed_status["machines"]} == {"portable"}
+    committed = [json.loads(line) for line in (COMMITTED / "metrics.jsonl").read_text().splitlines()][:STEPS]
+    rows, status = first_steps(portable_project(tmp_path), COMMITTED.name, STEPS)
+    assert status["config_hash"] == committed_status["config_hash"]  # the same registered setting
+    assert status["digests"] == committed_status["digests"]  # the same model bytes
+    machine = status["machines"][-1]
+    assert machine["numerics"] == "portable" and machine["aten_capability"] == "DEFAULT"
+    for mine, theirs in zip(rows, committed, strict=True):
+        differ = {
+            key: (mine.get(key), theirs.get(key))
+            for key in sorted({*mine, *theirs} - set(WALL_CLOCK))
+            if mine.get(key) != theirs.get(key)
+        }
+        assert not differ, (
+            f"step {theirs['step']} differs from the committed run (made on {committed_status['machines'][0]['cpu']}, "
+            f"this CPU: {machine['cpu']}): {differ}"
+        )
+
+
+def test_enter_sets_the_mode_before_torch_loads_and_refuses_after() -> None:
+    environ = {"MKL_CBWR": "AVX2"}
+    saved = sys.modules.pop("torch")
+    try:
+        enter("portable", environ)  # torch "not imported": the variables are set
+    finally:
+        sys.modules["torch"] = saved
+    assert environ == environment("portable") and set(environ) == set(PINNED)
+    assert mismatches("portable", environ) == [] and mismatches("native", {}) == []
+    enter("native", {})  # pins nothing: never refused
+    with pytest.raises(NumericsError, match=r"MKL_CBWR=AVX2 \(portable wants COMPATIBLE\).*fresh process"):
+        enter("portable", {**environ, "MKL_CBWR": "AVX2"})
+    with pytest.raises(KeyError, match="expected one of portable, native"):
+        environment("fast")
+
+
+def test_a_portable_run_in_a_process_whose_torch_loaded_natively_is_refused_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = portable_project(tmp_path)
+    monkeypatch.chdir(root)
+    for name in PINNED:
+        monkeypatch.delenv(name, raising=False)  # this process's torch was loaded under none of them
+    config = tiny_config(root, "table1__B4-B1.7__opd", ["train.steps=1"])
+    assert config.backend.numerics == "portable"
+    with pytest.raises(NumericsError, match="torch was already imported"):
+        execute(config, load_manifests(root / "experiments"), root / "results")
+    assert not (root / "results" / "tiny" / "table1__B4-B1.7__opd").exists()
+
+
+def test_the_cpu_record_reads_the_first_processor() -> None:
+    cpuinfo = (
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+        "model name\t: AMD EPYC 7B13\nflags\t\t: fpu sse4_2 avx avx2 fma\n\n"
+        "processor\t: 1\nvendor_id\t: Other\n"
+    )
+    record = cpu_record(cpuinfo)
+    assert (record["vendor"], record["model_name"], record["family"], record["model"]) == (
+        "AuthenticAMD",
+        "AMD EPYC 7B13",
+        "25",
+        "1",
+    )
+    assert record["flags"] == ["sse4_2", "avx", "avx2", "fma"]
