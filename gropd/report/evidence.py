@@ -3,7 +3,7 @@ needs (Final, Trend, pressure) or the reason it has none, which `missing` alone 
 
 Runs are read through RunDir and must pass `RunDir.check`, the hash check `grid` applies, so an edited or broken
 file stops the report naming it; a run not started has the config its grid entry resolves to now. A *setting* is
-every run of one config apart from naming, seed and threads, in any grid (twins count once per seed).
+every run of one config apart from naming, seed, threads and numerics mode, in any grid (twins count once per seed).
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ DYNAMICS = ("mean_response_len", "verifier_reward", "pearson_score_len")
 
 @dataclass
 class Setting:
-    """The runs of one setting (same config but naming, seed and threads), in the order read."""
+    """The runs of one setting (same config but naming, seed, threads and numerics mode), in the order read."""
 
     runs: list[Run]
 
@@ -317,7 +317,8 @@ class Evidence:
         for grid in grid_names(self.experiments_dir):
             for run in self.runs(grid):
                 config = run.config
-                key = settings_hash({**config, "seed": None, "backend": {**config.get("backend", {}), "threads": 0}})
+                backend = {**config.get("backend", {}), "threads": 0, "numerics": None}  # how, not what, it computed
+                key = settings_hash({**config, "seed": None, "backend": backend})
                 groups.setdefault(key, []).append(run)
         return [Setting(runs) for runs in groups.values()]
 
