@@ -135,3 +135,14 @@ def machine_record(mode: str, threads: int | None) -> dict[str, Any]:
         "cpu": cpu_record(),
         **library_versions(),
     }
+
+
+def describe(record: dict[str, Any]) -> str:
+    """One line of a machine record: mode, CPU, ATen's kernels, libraries, threads."""
+    cpu = record.get("cpu") or {}
+    where = f"{cpu.get('vendor')} {cpu.get('model_name')} (family {cpu.get('family')} model {cpu.get('model')})"
+    mkl = (record.get("mkl") or "?").split("-")[0]
+    return (
+        f"{record.get('numerics')} · {where} · ATen {record.get('aten_capability')} · torch {record.get('torch')}, "
+        f"MKL {mkl} · {record.get('threads')} thread(s)"
+    )

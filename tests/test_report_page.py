@@ -243,3 +243,37 @@ def test_a_changed_verdict_is_reported(built):
 def test_a_missing_figure_a_broken_link_or_an_outside_load_is_reported(built, change, expected):
     tampered = change((built / "index.html").read_text())
     assert any(expected in problem for problem in page_problems(tampered, built))
+
+
+def test_the_provenance_names_the_machine_each_run_computed_on(tmp_path: Path) -> None:
+    """A run's status.json `machines` (gropd/numerics.py: machine_record) in the provenance table's "computed on"
+    column; a run that recorded none says so."""
+    write_experiments(tmp_path, grids={"table1": table1_grid(P1)})
+    machine = {
+        "numerics": "portable",
+        "aten_capability": "DEFAULT",
+        "threads": 1,
+        "torch": "2.13.0+cpu",
+        "mkl": "2024.2-Product Build 20240605",
+        "cpu": {"vendor": "AuthenticAMD", "model_name": "AMD EPYC 7B13", "family": "25", "model": "1"},
+    }
+    scored(tmp_path, f"table1__{P1}__gropd", [30.0])
+    write_run(
+        tmp_path / "results", "tiny", f"table1__{P1}__opd", fields={"machines": [machine]}, metrics=metric_rows(3)
+    )
+    build(
+        ["table1"],
+        profile="tiny",
+        results_root=tmp_path / "results",
+        experiments_dir=tmp_path / "experiments",
+        out_root=tmp_path / "out",
+    )
+    page = Page((tmp_path / "out" / "tiny" / "index.html").read_text())
+    rows = {row[0]: row for section, table in page.tables if section == "provenance" for row in table[1:]}
+    header = next(table[0] for section, table in page.tables if section == "provenance")
+    column = header.index("computed on")
+    assert rows[f"table1__{P1}__opd"][column] == (
+        "portable · AuthenticAMD AMD EPYC 7B13 (family 25 model 1) · ATen DEFAULT · torch 2.13.0+cpu, MKL 2024.2 · "
+        "1 thread(s)"
+    )
+    assert rows[f"table1__{P1}__gropd"][column] == "not recorded"

@@ -20,6 +20,7 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gropd.numerics import describe
 from gropd.report.claims import Claims, Judged
 from gropd.report.evidence import Evidence
 from gropd.report.figures import DRAWS, Drawing
@@ -183,18 +184,20 @@ def figure_section(artefact: Artefact) -> str:
 
 
 def provenance_section(artefacts: list[Artefact]) -> str:
-    """Every run an artefact of the page read (grid, seed, state, config hash, which artefacts read it) and every
-    Missing line (with the artefacts that name it)."""
+    """Every run an artefact of the page read (grid, seed, state, config hash, the machines it computed on, which
+    artefacts read it) and every Missing line (with the artefacts that name it)."""
     runs = {run.run_id: run for a in artefacts for run in a.runs}
     rows = []
     for rid, run in runs.items():
         readers = ", ".join(a.name for a in artefacts if any(r.run_id == rid for r in a.runs))
-        rows.append(
-            Cell.texts(rid, run.grid, run.seed, run.state, (run.status or {}).get("config_hash") or "—", readers)
-        )
+        status = run.status or {}
+        machines = status.get("machines") if isinstance(status.get("machines"), list) else []
+        computed = " + ".join(describe(m) for m in machines if isinstance(m, dict))
+        computed = computed or ("not recorded" if status else "—")
+        rows.append(Cell.texts(rid, run.grid, run.seed, run.state, status.get("config_hash") or "—", computed, readers))
     lines = {line: [a.name for a in artefacts if line in a.missing] for a in artefacts for line in a.missing}
     body = "<p>Every run the artefacts of this page read:</p>\n"
-    body += grid(["run", "grid", "seed", "state", "config hash", "read by"], rows, labels=6)
+    body += grid(["run", "grid", "seed", "state", "config hash", "computed on", "read by"], rows, labels=7)
     body += missing_html([f"{line} ({', '.join(names)})" for line, names in lines.items()])
     body += links([f"{a.name}.provenance.json" for a in artefacts], "What each artefact read, manifest digests too")
     return section("provenance", "Provenance", body, level=2)
