@@ -6,7 +6,9 @@ they were (the artefacts of a build are published all-or-nothing); a run file ed
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,14 @@ def test_a_link_whose_set_was_removed_is_replaced_by_the_next_build(project):
     assert published.is_symlink() and not published.exists()
     assert cli.main(["report", "table1", "--profile", "tiny"]) == 0
     assert (published / "table1.md").is_file() and not (published / "table2.md").exists()
+
+
+def test_a_build_keeps_its_own_set_where_mkdtemp_returns_absolute_paths(project, monkeypatch):
+    """Python 3.12's tempfile.mkdtemp returns an absolute path even for a relative `dir` (its documentation:
+    "Changed in version 3.12: mkdtemp() now always returns an absolute path"), modelled here on any Python: the
+    cleanup after the swap must not take the new set for a leftover (it did: every build left a dangling link)."""
+    real = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda *args, **kwargs: os.path.abspath(real(*args, **kwargs)))
+    assert cli.main(["report", "table1", "--profile", "tiny"]) == 0
+    assert (project / "paper_figures" / "tiny" / "table1.md").is_file()
+    assert len(list((project / "paper_figures").glob(".tiny.*"))) == 1  # the published set alone

@@ -104,6 +104,7 @@ def swap_in(out_dir: Path, files: dict[str, bytes]) -> None:
 
 
 def _swap_in(out_dir: Path, files: dict[str, bytes]) -> None:
+    out_dir = out_dir.absolute()  # mkdtemp's paths are absolute from Python 3.12 on: the cleanup compares with them
     parent, name = out_dir.parent, out_dir.name
     if out_dir.is_dir() and not out_dir.is_symlink():  # a plain directory from before sets: moved aside, linked
         out_dir.rename(Path(tempfile.mkdtemp(dir=parent, prefix=f".{name}.plain-")))
