@@ -168,7 +168,7 @@ def write_cross(root, opd: list[str | float], gropd: list[str | float]) -> None:
             for seed, entry in enumerate(seeds):
                 if entry == "collapsed":
                     rows = metric_rows(4, verifier_reward=[0.3, 0.3, 0.1, 0.1], mean_response_len=60.0)
-                    kw = {"state": "collapsed", "collapse_step": 4, "reason": "reward fell"}
+                    kw = {"state": "collapsed", "collapse_step": 4, "reason": "reward fell", "steps": 10}
                 else:
                     rows = metric_rows(10, verifier_reward=[0.3] * 9 + [entry], mean_response_len=60.0)
                     kw = {"eval_summary": macro_summary(20.0)}
@@ -230,7 +230,7 @@ def test_claim_4_large_lambda_unstable_smaller_stable(tmp_path):
         tmp_path / "results",
         "tiny",
         f"lambda__{P2}__gropd-lam0.2-gamma0.99__seed1",
-        metrics=metric_rows(3, verifier_reward=0.4),
+        metrics=metric_rows(10, verifier_reward=0.4),
     )
     expected = "reproduced — GR-OPD (λ=0.5, γ=0.99) unstable in 2 of 2 seeds, GR-OPD (λ=0.25, γ=0.99) in 0 of 2, "
     assert bullets(section(tmp_path, "4")) == {f"{T2}, γ=0.99": expected + "GR-OPD (λ=0.2, γ=0.99) in 0 of 2"}

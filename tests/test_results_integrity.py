@@ -384,7 +384,30 @@ DAMAGE = {
     "config of another profile": lambda run: run.config_path.write_text(
         run.config_path.read_text().replace("profile: tiny", "profile: paper")
     ),
+    "Avg@K above 100": lambda run: suite_set(run, "avg_at_k", 150.0),
+    "Avg@K below 0": lambda run: suite_set(run, "avg_at_k", -50.0),
+    "pass@k above 100": lambda run: suite_set(run, "pass_at_k", 100.5),
+    "K a word": lambda run: suite_set(run, "k", "four"),
+    "K zero": lambda run: suite_set(run, "k", 0),
+    "finished with its status cut short too": lambda run: (
+        run.metrics_path.write_text("".join(run.metrics_path.read_text().splitlines(True)[:5])),
+        run.update_status(step=5),
+    ),
+    "J_H outside [0, 1]": lambda run: run.horizon_path.write_text(
+        json.dumps({"horizons": [1, 2], "values": [5.0, 5.0], "informative": 1, "prompts": 1})
+    ),
+    "J_H shorter than its horizons": lambda run: run.horizon_path.write_text(
+        json.dumps({"horizons": [1, 2], "values": [0.5], "informative": 1, "prompts": 1})
+    ),
 }
+
+
+def suite_set(run: RunDir, key: str, value: object) -> None:
+    """Set `key` of every suite of the run's eval/summary.json to `value`."""
+    summary = json.loads(run.summary_path.read_text())
+    for record in summary["suites"].values():
+        record[key] = value
+    run.summary_path.write_text(json.dumps(summary))
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))

@@ -69,7 +69,9 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         status = {"config_hash": config_hash(configs[state]), **status}
         return write_run(root, IDS[state], status, metrics, configs[state])
 
-    write("finished", [metric(1, 0.25, 40.0, 2), metric(2, 0.375, 41.5, 2)], status="finished", step=2, wall_s=75.0)
+    steps = configs["finished"].train.steps  # a finished run that did not collapse logged all of them
+    ran = [metric(step, 0.25, 40.0, 2) for step in range(1, steps)] + [metric(steps, 0.375, 41.5, 2)]
+    write("finished", ran, status="finished", step=steps, wall_s=75.0)
     write("collapsed", [metric(1, 0.5, 50.0, 2)], status="collapsed", step=1, reason="reward fell", wall_s=3725.0)
     write("failed", [], status="failed", failed_in="running", step=0, reason="ValueError: boom", wall_s=9.0)
     # the tiny profile's train.steps; mean of the last steps: 2 s a step, steps - 2 left
@@ -82,8 +84,8 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     broken.root.mkdir(parents=True)
     broken.status_path.write_text('{"status": "finis')
     orphan = configs["finished"].model_copy(update={"run_id": ORPHAN, "seed": 7})
-    status = {"status": "finished", "config_hash": config_hash(orphan), "step": 1, "wall_s": 5.0}
-    write_run(root, ORPHAN, status, [metric(1, 0.5, 20.0, 1)], orphan)
+    status = {"status": "finished", "config_hash": config_hash(orphan), "step": steps, "wall_s": 5.0}
+    write_run(root, ORPHAN, status, [metric(step, 0.5, 20.0, 1) for step in range(1, steps + 1)], orphan)
     monkeypatch.chdir(root)
     return root
 
@@ -99,7 +101,7 @@ def test_status_prints_every_state(tree: Path, capsys: pytest.CaptureFixture) ->
     for state, run_id in IDS.items():
         assert table[run_id][0] == state, (run_id, table[run_id])
     steps = load_run(load_manifests(tree / "experiments"), "tiny", IDS["finished"]).train.steps
-    assert table[IDS["finished"]][1:5] == [f"2/{steps}", "0.375", "41.5", "1m15s"]
+    assert table[IDS["finished"]][1:5] == [f"{steps}/{steps}", "0.375", "41.5", "1m15s"]
     assert table[IDS["collapsed"]][1:] == [f"1/{steps}", "0.500", "50.0", "1h02m", "reward", "fell"]
     assert table[IDS["failed"]][1:] == [f"0/{steps}", "9s", "ValueError:", "boom"]
     assert table[IDS["running"]][1:] == [f"2/{steps}", "0.200", "31.0", "ETA", format_seconds(2.0 * (steps - 2))]
@@ -107,7 +109,7 @@ def test_status_prints_every_state(tree: Path, capsys: pytest.CaptureFixture) ->
     assert "0000000000000000" in " ".join(table[IDS["changed"]])
     assert "status.json" in " ".join(table[IDS["broken"]])
     assert table[IDS["new"]] == ["new"]
-    assert table[ORPHAN][:5] == ["finished", f"1/{steps}", "0.500", "20.0", "5s"]
+    assert table[ORPHAN][:5] == ["finished", f"{steps}/{steps}", "0.500", "20.0", "5s"]
     # every run of every grid is listed: table1's 10, plus the other grids' runs
     grids = [p.stem for p in (tree / "experiments" / "grids").glob("*.yaml")]
     assert {run_id.split("__")[0] for run_id in table} == set(grids)

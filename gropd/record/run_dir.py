@@ -34,6 +34,7 @@ from fileio import (
 from gropd.config.errors import ConfigError
 from gropd.config.resolve import data_hash
 from gropd.config.schema import SAFE_NAME
+from gropd.record.ranges import horizon_problem, steps_problem, summary_problem
 
 STATES = ("running", "trained", "finished", "collapsed", "failed")
 DONE = ("finished", "collapsed")  # the states a run ends in: not redone
@@ -153,17 +154,25 @@ class RunDir:
                 read_jsonl(path, f"delete {path} (its suite is evaluated again)", note=False)
 
     def record_problem(
-        self, status: dict[str, Any], config: dict[str, Any], metrics: list[dict[str, Any]]
+        self,
+        status: dict[str, Any],
+        config: dict[str, Any],
+        metrics: list[dict[str, Any]],
+        summary: dict[str, Any] | None = None,
+        horizon: dict[str, Any] | None = None,
     ) -> str | None:
         """Why the record of a run whose training ended cannot be believed, None when it can: status.json and
-        config.yaml name the run and profile of the directory they are in (results/<profile>/<run_id>/), and a
-        train or score run's metrics.jsonl holds steps 1..N once each, in order, N its status's step. A reader
-        shows such a run as missing, never as a number."""
+        config.yaml name the run and profile of the directory they are in (results/<profile>/<run_id>/), a
+        train or score run's metrics.jsonl holds steps 1..N once each, in order, N its status's step (train.steps for
+        a finished train run that did not collapse), and its summary and J_H curve are within their ranges
+        (gropd/record/ranges.py). A reader shows such a run as missing, never as a number."""
         place = {"profile": self.root.parent.name, "run_id": self.root.name}
         for name, record in (("status.json", status), ("config.yaml", config)):
             for key, want in place.items():
                 if record.get(key) != want:
                     return f"{name} says {key} {record.get(key)!r}, but it is in {self.root}"
+        if problem := summary_problem(summary, config) or horizon_problem(horizon):
+            return problem
         if config.get("kind") not in ("train", "score") or status["status"] not in (*DONE, "trained"):
             return None
         steps, last = [record["step"] for record in metrics], status.get("step")
@@ -173,7 +182,7 @@ class RunDir:
             return f"{self.metrics_path.name} has {what} ({len(steps)} records)"
         if len(steps) != last:
             return f"{self.metrics_path.name} ends at step {len(steps)}, but status.json at step {last} (cut short?)"
-        return None
+        return steps_problem(status, config, len(steps))
 
     # ------------------------------------------------------------------------- metrics and summary
 

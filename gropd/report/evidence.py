@@ -307,8 +307,9 @@ class Evidence:
             return Run(entry, path, None, config.model_dump(mode="json"))
         run_dir.check(status)
         config, summary, metrics = run_dir.read_config(), run_dir.read_summary(), run_dir.read_metrics()
-        broken = run_dir.record_problem(status, config, metrics) or ""
-        return Run(entry, path, status, config, summary, metrics, run_dir.read_horizon(), broken=broken)
+        horizon = run_dir.read_horizon()
+        broken = run_dir.record_problem(status, config, metrics, summary, horizon) or ""
+        return Run(entry, path, status, config, summary, metrics, horizon, broken=broken)
 
     @cached_property
     def all_settings(self) -> list[Setting]:

@@ -78,7 +78,11 @@ def run_row(run_dir: RunDir, config: RunConfig | None, manifests: Manifests | No
     if status is None:
         return StatusRow(run_id, "new")
     metrics = _metrics(run_dir)
-    if not changed and (problem := run_dir.record_problem(status, run_dir.read_config(), metrics)):
+    try:
+        summary, horizon = run_dir.read_summary(), run_dir.read_horizon()
+    except RunFileError as err:
+        return StatusRow(run_id, "broken", reason=str(err))
+    if not changed and (problem := run_dir.record_problem(status, run_dir.read_config(), metrics, summary, horizon)):
         return StatusRow(run_id, "broken", reason=f"{run_dir.root}: {problem}")  # what a report would leave out
     steps = _recorded_steps(run_dir, config)
     kind = status.get("kind", "train")
