@@ -150,3 +150,12 @@ def test_summary_scalars() -> None:
         "eval/add/k": 4,
         "eval/add/mean_tokens": 7.5,
     }
+
+
+@pytest.mark.parametrize("project", ["/tmp/elsewhere", "../../../../x", "a/b", ".."])
+def test_a_tracking_project_is_one_folder_of_the_run(root: Path, capsys, project: str) -> None:
+    """tracking.project names a folder under the run's tracking/ (a single path component): a path that leads out
+    of results/ is refused before anything is written."""
+    code = main(["run", RUN, "--profile", "tiny", f"tracking.project={project}"])
+    assert code == 2 and "tracking.project" in capsys.readouterr().err
+    assert not (root / "results" / "tiny" / RUN).exists() and not Path("/tmp/elsewhere").exists()

@@ -212,7 +212,7 @@ class TrackingSettings(Strict):
     config hash: watching a run does not change what it computes."""
 
     backends: list[Literal["tensorboard", "wandb"]] = Field(default_factory=lambda: ["tensorboard"])
-    project: str = Field(default="gropd", min_length=1)
+    project: str = Field(default="gropd", pattern=SAFE_NAME)  # a folder of the run's tracking/: one path component
     wandb_mode: Literal["offline", "online"] = "offline"
 
 
