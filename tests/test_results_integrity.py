@@ -24,11 +24,12 @@ from tiny_runs import native_profile
 from tree_snapshot import changes, snapshot
 
 from gropd import cli
-from gropd.config import ConfigError
+from gropd.config import ConfigError, config_hash, config_yaml, load_manifests
 from gropd.record.run_dir import RunDir
 from gropd.record.run_lock import RunBusyError, current_holder, describe, hold_run, lock_paths
 from gropd.report import build
 from gropd.report.publish import swap_in
+from gropd.runs.pipeline import load_run
 
 ONLY = {"lambda": None, "gamma": None, "table6": None}
 
@@ -243,6 +244,47 @@ def test_a_waiter_reads_the_record_its_holder_writes_just_after_taking_the_lock(
     writer.join()
     assert current_holder(tmp_path / "none.json", wait_s=0.1) == {}
     assert describe({}) == describe({"pid": 1, "released": "r"}) == "another process (no holder record of it yet)"
+
+
+WRITER = """
+import os, socket, sys, time
+from pathlib import Path
+from gropd.record.run_dir import RunDir
+from gropd.record.run_lock import hold_run
+from gropd.runs.session import process_start
+run = Path(sys.argv[1])
+with hold_run(run):
+    owner = {"pid": os.getpid(), "pid_start": process_start(os.getpid()), "host": socket.gethostname()}
+    RunDir(run).update_status(status="running", config_hash=sys.argv[2], step=3, **owner)
+    print("writing", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("deleted", ["the lock file", "the whole .locks folder"])
+def test_deleting_a_held_lock_never_lets_a_second_writer_in(project, capsys, deleted) -> None:
+    """A user clearing what look like stale locks while a run trains: the second `run` (with or without --force)
+    and `evaluate` still stop, naming the writer, which status.json records (gropd/runs/session.py)."""
+    run = project / "results" / "tiny" / RUN
+    config = load_run(load_manifests(project / "experiments"), "tiny", RUN)  # what `run` will plan
+    RunDir(run).write_config(config_yaml(config))  # the running writer's files: its config, then its status
+    command = [sys.executable, "-c", WRITER, str(run), config_hash(config)]
+    writer = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert writer.stdout.readline() == "writing\n"
+        lock, _ = lock_paths(run)
+        lock.unlink() if deleted == "the lock file" else shutil.rmtree(lock.parent)
+        before = run.joinpath("status.json").read_text()
+        for argv in (["run", RUN, "--profile", "tiny"], ["run", RUN, "--profile", "tiny", "--force"]):
+            capsys.readouterr()
+            assert cli.main(argv) == 2
+            assert f"is being written by pid {writer.pid} on this host" in capsys.readouterr().err
+        assert cli.main(["evaluate", RUN, "--profile", "tiny"]) == 2
+        assert run.joinpath("status.json").read_text() == before
+        assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "status.json"]
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
 
 
 def test_run_and_evaluate_refuse_a_run_another_process_holds(project, capsys) -> None:

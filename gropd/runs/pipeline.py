@@ -31,7 +31,7 @@ from gropd.record.run_dir import DONE, RunDir
 from gropd.record.run_lock import check_free, child_env, hold_run
 from gropd.record.tracking import check_backends, log_evaluation
 from gropd.runs.lifecycle import changed_error, checkpoints_of, copy_twin, digests_of, run_state, twin_to_copy
-from gropd.runs.session import Ranks, run_session
+from gropd.runs.session import Ranks, refuse_live_owner, run_session
 from gropd.train.world import rank_share
 
 
@@ -90,6 +90,8 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
         rank_share(config.train, ranks.world)
     root = RunDir.at(results_root, config.profile, config.run_id).root
     with hold_run(root, held=ranks.main):  # one writer per run (gropd/record/run_lock.py), before anything
+        if ranks.main:
+            refuse_live_owner(RunDir(root))  # a writer whose lock file was deleted still holds the run
         return _execute(config, manifests, results_root, force, ranks, root)
 
 
@@ -207,6 +209,8 @@ def evaluate(
         check_free(root)  # another writer first, then the run's own state: refusals before the lock's first byte
     evaluable(config, manifests, results_root)  # (and again under the lock)
     with hold_run(root, role=role):
+        if not role:
+            refuse_live_owner(RunDir(root))
         return _evaluate(config, manifests, results_root, shard)
 
 

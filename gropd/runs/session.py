@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from gropd.record.run_dir import RunDir
+from gropd.record.run_lock import RunBusyError, held_by_parent
 
 STALE_AFTER_S = 30 * 60
 
@@ -106,6 +107,26 @@ def record_machine(run_dir: RunDir, status: dict[str, Any], numerics: str, threa
     machines = status.get("machines") if isinstance(status.get("machines"), list) else []
     record = machine_record(numerics, threads)
     return status if record in machines else run_dir.update_status(machines=[*machines, record])
+
+
+def refuse_live_owner(run_dir: RunDir) -> None:
+    """RunBusyError when status.json names a session on this host, other than this process, that is still alive:
+    its writer holds the run although this process could take the lock, so the lock file was deleted under it
+    (`rm results/<profile>/.locks/...`). Checked by a new writer once it holds the lock, before it reads the run
+    to act on it; a child its holder waits for (held_by_parent) is that session's own. Another host's session is
+    left to the lock: its liveness there is only a guess (STALE_AFTER_S)."""
+    status = run_dir.read_status() or {}
+    pid = status.get("pid")
+    if held_by_parent(run_dir.root) or pid == os.getpid() or status.get("host") != socket.gethostname():
+        return
+    if is_alive(status):
+        raise RunBusyError(
+            str(run_dir.status_path),
+            "run",
+            f"run {run_dir.root.parent.name}/{run_dir.root.name} is being written by pid {pid} on this host "
+            "(its status.json), although its lock was free: the lock file was deleted while that process ran",
+            "one writer per run: wait for that process to end, or stop it first; never delete files under .locks/",
+        )
 
 
 def is_alive(status: dict[str, Any], now: float | None = None) -> bool:
