@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gropd.config.errors import RunFileError
 from gropd.record.run_dir import RunDir
 from gropd.record.run_lock import RunBusyError, held_by_parent
 
@@ -115,7 +116,10 @@ def refuse_live_owner(run_dir: RunDir) -> None:
     (`rm results/<profile>/.locks/...`). Checked by a new writer once it holds the lock, before it reads the run
     to act on it; a child its holder waits for (held_by_parent) is that session's own. Another host's session is
     left to the lock: its liveness there is only a guess (STALE_AFTER_S)."""
-    status = run_dir.read_status() or {}
+    try:
+        status = run_dir.read_status() or {}
+    except RunFileError:  # a broken status.json names nobody (--force redoes such a run)
+        return
     pid = status.get("pid")
     if held_by_parent(run_dir.root) or pid == os.getpid() or status.get("host") != socket.gethostname():
         return
