@@ -1,0 +1,73 @@
+"""Compare the runs two results directories share, bit for bit: every metric of every step (wall-clock timings
+aside) and every number of the evaluation summary. How a reviewer checks that their machine gave the committed
+numbers (the portable numerics mode promises the same bits on any x86-64 CPU: gropd/numerics.py).
+
+    python tools/compare_runs.py MINE THEIRS [--profile tiny]     e.g. results results/portable
+
+Prints one line a run (identical, or its first difference) and exits 1 when any shared finished run differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+TIMINGS = ("time_rollout_s", "time_teacher_s", "time_update_s")  # measured, not computed
+
+
+def metrics(run: Path) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [{key: value for key, value in row.items() if key not in TIMINGS} for row in rows]
+
+
+def scores(run: Path) -> dict[str, Any]:
+    """The summary's numbers: Macro and each suite's record (the model's path names where it ran, so it is left out)."""
+    summary = json.loads((run / "eval" / "summary.json").read_text())
+    return {"macro": summary.get("macro"), "suites": summary.get("suites")}
+
+
+def first_difference(mine: Path, theirs: Path) -> str | None:
+    """Where two finished runs first differ, None when they do not."""
+    for step, (a, b) in enumerate(zip(metrics(mine), metrics(theirs), strict=False), 1):
+        if a != b:
+            keys = sorted(k for k in {*a, *b} if a.get(k) != b.get(k))
+            return f"step {step}: {', '.join(f'{k} {a.get(k)!r} vs {b.get(k)!r}' for k in keys[:3])}"
+    if len(metrics(mine)) != len(metrics(theirs)):
+        return f"{len(metrics(mine))} steps vs {len(metrics(theirs))}"
+    if scores(mine) != scores(theirs):
+        return f"evaluation: Macro {scores(mine)['macro']!r} vs {scores(theirs)['macro']!r}"
+    return None
+
+
+def finished(run: Path) -> bool:
+    try:
+        return json.loads((run / "status.json").read_text()).get("status") in ("finished", "collapsed")
+    except (OSError, ValueError):
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mine", type=Path)
+    parser.add_argument("theirs", type=Path)
+    parser.add_argument("--profile", default="tiny")
+    args = parser.parse_args(argv)
+    shared = sorted(
+        run.name
+        for run in (args.mine / args.profile).iterdir()
+        if finished(run) and finished(args.theirs / args.profile / run.name)
+    )
+    differ = 0
+    for name in shared:
+        found = first_difference(args.mine / args.profile / name, args.theirs / args.profile / name)
+        differ += found is not None
+        print(f"{name}: {'identical' if found is None else 'differs at ' + found}")
+    print(f"{len(shared) - differ} of {len(shared)} shared finished runs identical")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
