@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from tiny_runs import FAST, REPO, project, tiny_config
 
 from gropd.config import config_hash, config_yaml, load_manifests
 from gropd.record.run_dir import RunDir
-from gropd.runs.jobs import plan_jobs, run_grid_jobs
+from gropd.runs.jobs import Job, plan_jobs, run_grid_jobs, run_jobs
 from gropd.runs.lifecycle import keep_started_threads, split_threads, with_threads
 from gropd.runs.pipeline import find_run_file
 from gropd.runs.plan import RunPlan, plan_run_id
@@ -196,3 +197,23 @@ def test_a_failed_run_leaves_the_other_finished(tmp_path: Path) -> None:
     status = {run_id: RunDir(root / "results" / "tiny" / run_id).read_status() for run_id in (GROPD, OPD)}
     assert status[GROPD]["status"] == "finished"
     assert status[OPD]["status"] == "failed" and "no-such-task" in status[OPD]["reason"]
+
+
+class ClosedPipe(io.StringIO):
+    """An output whose reader has gone (`| head` exited): every write raises BrokenPipeError, as a write to a pipe
+    with no reader does once SIGPIPE is ignored (Python ignores it)."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_jobs_run_on_when_their_output_reader_is_gone(tmp_path: Path) -> None:
+    """Each job prints 1 MB (16 times a pipe's buffer) after the reader is gone: read on, they end; before, the
+    streaming thread died at the first write and each job blocked on its full pipe for ever."""
+    chatter = "import sys\nfor i in range(20000): print('x' * 50, flush=True)\nprint('done')"
+    jobs = [Job(f"run{n}", None, [sys.executable, "-c", chatter], {}) for n in range(2)]
+    finished = threading.Event()
+    worker = threading.Thread(target=lambda: (run_jobs(jobs, 2, ClosedPipe()), finished.set()), daemon=True)
+    worker.start()
+    assert finished.wait(timeout=120), "a job blocked writing to its pipe"
+    assert [job.returncode for job in jobs] == [0, 0] and all(job.tail[-1] == "done" for job in jobs)

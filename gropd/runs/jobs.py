@@ -123,12 +123,19 @@ def run_jobs(planned: list[Job], parallel: int, out: TextIO) -> list[Job]:
 
 
 def _stream(job: Job, process: subprocess.Popen, out: TextIO, lock: threading.Lock) -> None:
-    prefix = f"[{job.run_id}]"
+    """Pass the job's lines to `out`, prefixed; once `out` is gone (a closed pipe: `| head`), keep reading them
+    (the tail only), so that the job never blocks writing to a full pipe: it runs on, logging to its run's files."""
+    prefix, gone = f"[{job.run_id}]", False
     for line in process.stdout:
         line = line.rstrip("\n")
         job.tail.append(line)
-        with lock:
-            print(line if line.startswith(prefix) else f"{prefix} {line}", file=out, flush=True)
+        if gone:
+            continue
+        try:
+            with lock:
+                print(line if line.startswith(prefix) else f"{prefix} {line}", file=out, flush=True)
+        except (BrokenPipeError, ValueError):  # the reader closed the pipe (ValueError: `out` closed here)
+            gone = True
 
 
 def outcome(job: Job, results_root: Path, profile: str) -> str:
