@@ -55,8 +55,10 @@ def fake_choice(index: int, row: list[int]) -> dict:
 
 
 class FakeVLLM:
-    """Loopback server; `failures` is a list of HTTP codes the next completion calls answer with, `delays` the
-    seconds the next ones take before answering (a request the client gave up on is answered into the void)."""
+    """Loopback server; `failures` is a list of HTTP codes the next completion calls answer with ("cut": a body that
+    ends before its Content-Length, as from a server killed mid-answer; "not json": a 200 whose body is not JSON),
+    `delays` the seconds the next ones take before answering (a request the client gave up on is answered into the
+    void)."""
 
     def __init__(
         self,
@@ -105,7 +107,16 @@ class FakeVLLM:
                 if fake.delays:
                     __import__("time").sleep(fake.delays.pop(0))
                 if fake.failures:
-                    self._send(fake.failures.pop(0), {"error": {"message": "injected"}})
+                    failure = fake.failures.pop(0)
+                    if failure in ("cut", "not json"):  # a server killed mid-body; a proxy's page with 200
+                        data = b'{"choices": [' if failure == "cut" else b"<html>bad gateway</html>"
+                        self.send_response(200)
+                        self.send_header("Content-Length", str(len(data) + (1000 if failure == "cut" else 0)))
+                        self.end_headers()
+                        self.wfile.write(data)
+                        self.close_connection = True
+                        return
+                    self._send(failure, {"error": {"message": "injected"}})
                     return
                 choices = [fake_choice(i, row) for i, row in enumerate(body["prompt"])]
                 self._send(
@@ -214,6 +225,16 @@ def test_429_and_5xx_are_retried_and_a_server_that_keeps_failing_is_given_up_aft
     with FakeVLLM(failures=[503] * 100_000) as server:
         with pytest.raises(TeacherServerError, match=r"not answered this request for 1 s \(GROPD_TEACHER_WAIT_S\)"):
             make_teacher(server.url, max_retries=2, wait_s=1.0).score(prompts, responses)
+
+
+def test_a_body_cut_short_or_not_json_is_retried():
+    """http.client.IncompleteRead (the body ends before its Content-Length: the server was killed mid-answer) and a
+    body that is not JSON are transient: retried like a 503, not a crash of the rank."""
+    prompts, responses = rows(3)
+    with FakeVLLM(failures=["cut", "not json"]) as server:
+        scores = make_teacher(server.url).score(prompts, responses)
+    assert len(server.requests) == 3
+    assert scores == [pytest.approx(row) for row in expected_scores(prompts, responses)]
 
 
 def test_400_fails_without_retry():

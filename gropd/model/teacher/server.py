@@ -36,7 +36,8 @@ Requests: rows go out in order, at most `batch_size` rows and `max_request_token
 alone), and a request of n tokens may take `timeout_s + n / SLOWEST_TOKENS_PER_S` seconds: a large batch is
 never one request that may legitimately outlast a fixed timeout, and a timeout resends only its own rows (vLLM
 cancels the request a client gave up on: `with_cancellation` on its completions route, vLLM 0.33.0). Transient
-failures (connection errors, timeouts, HTTP 429/500/502/503/504) are retried with exponential backoff,
+failures (connection errors, timeouts, HTTP 429/500/502/503/504, a body cut short or not JSON) are retried with
+exponential backoff,
 backoff_s · 2^k before retry k+1, at most max_retries times, then the client waits for the server as above; any
 other HTTP error fails at once. Field names checked against vLLM 0.32.0's `CompletionResponseChoice` and vLLM
 0.33.0's `ModelCard` (vllm/entrypoints/serve/engine/protocol.py).
@@ -44,6 +45,7 @@ other HTTP error fails at once. Field names checked against vLLM 0.32.0's `Compl
 
 from __future__ import annotations
 
+import http.client
 import json
 import sys
 import time
@@ -212,8 +214,8 @@ def request_json(
             if err.code not in TRANSIENT_STATUS:
                 raise TeacherServerError(f"{url} answered HTTP {err.code}: {detail}") from err
             last_error = f"HTTP {err.code}: {detail}"
-        except (urllib.error.URLError, ConnectionError, TimeoutError) as err:
-            last_error = f"{type(err).__name__}: {err}"
+        except (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException, ValueError) as err:
+            last_error = f"{type(err).__name__}: {err}"  # HTTPException: a body cut short; ValueError: not JSON
     raise TeacherServerUnavailable(f"{url} failed {max_retries + 1} times; last error: {last_error}")
 
 
