@@ -667,3 +667,12 @@ def test_the_front_door_on_many_generated_inputs(tmp_path, monkeypatch) -> None:
         check_front_door(base, tmp_path, monkeypatch, case)
 
     run()
+
+
+@pytest.mark.parametrize("setting", ["backend.dtype=bfloat16", "backend.rollout=vllm"])
+def test_a_sampler_that_samples_a_copy_is_refused_before_anything_is_written(project, capsys, setting) -> None:
+    """The tiny profile's backend.old_logprobs: sampler needs the trained float32 weights to sample themselves; with
+    bf16 compute (or vLLM) the engine samples a copy: refused at the front door, not at step 0 of a written run."""
+    for argv in (["run", RUN, "--profile", "tiny", setting], ["grid", "table1", "--profile", "tiny", setting]):
+        err = refused(project, argv, capsys)
+        assert "backend.old_logprobs" in err and "samples its own copy" in err

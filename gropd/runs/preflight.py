@@ -32,6 +32,7 @@ from gropd.model.fit import (
     require_fit,
     trainer_memory,
 )
+from gropd.model.rollout.base import require_sampler_logprobs
 from gropd.runs.evaluation import suites_for
 from gropd.runs.lifecycle import models_of
 
@@ -221,6 +222,7 @@ def preflight(config: RunConfig, manifests: Manifests) -> None:
         for label, _ in models_of(config, manifests).values():
             checkpoint_ref(manifests, config.profile, label)
     require_one_gpu_engines(config)
+    require_sampler_logprobs(config.backend, int(os.environ.get("WORLD_SIZE", "1")))
     require_device(config, cuda)
     require_question_range(config, manifests)
     if cuda and vllm:

@@ -33,12 +33,12 @@ from accelerate.utils import (
 
 from eval.grading import Grader
 from eval.suites import Question
-from gropd.config.errors import ConfigError
 from gropd.config.manifests import Manifests
 from gropd.config.schema import CollapseRule, RunConfig
 from gropd.credit import method
 from gropd.model.checkpoints import torch_dtype
 from gropd.model.components import PromptRenderer, build_rollout, build_teacher, load_student, pairing_roles
+from gropd.model.rollout.base import require_sampler_logprobs, samples_a_copy
 from gropd.record import tracking
 from gropd.record.run_dir import RunDir, seal
 from gropd.train.prompts import PromptSampler, load_prompt_pool
@@ -156,7 +156,7 @@ def build_context(
         model.gradient_checkpointing_enable()
     optimizer, scheduler = make_optimizer(config, model)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-    own_copy = accelerator.num_processes > 1 or config.backend.dtype != "float32"
+    own_copy = samples_a_copy(config.backend.rollout, config.backend.dtype, accelerator.num_processes)
     engine = build_rollout(
         config,
         student,
@@ -167,14 +167,7 @@ def build_context(
         gpu_fraction=config.backend.rollout_gpu_fraction,
         own_copy=own_copy,
     )
-    if config.backend.old_logprobs == "sampler" and not engine.samples_trained_weights:
-        raise ConfigError(
-            "run config",
-            "backend.old_logprobs",
-            f"'sampler', but the rollout engine ({config.backend.rollout}, {config.backend.dtype}, "
-            f"{accelerator.num_processes} process(es)) samples its own copy of the weights",
-            "recompute (the sampler's log-probs are π_S,old only when it runs the trained float32 weights)",
-        )
+    require_sampler_logprobs(config.backend, accelerator.num_processes)
     scorer = build_teacher(config, teacher, accelerator.device, tokenizer.pad_token_id)
     instruction = config.prompt.instruction
     teacher_mode = teacher.mode if render == "own" else student.mode

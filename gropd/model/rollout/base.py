@@ -11,6 +11,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from gropd.config.errors import ConfigError
+from gropd.config.schema import BackendSettings
+
 if TYPE_CHECKING:  # only full_state_dict_items computes with torch: the interface loads without it
     import torch
 
@@ -145,4 +148,24 @@ def require_within(lengths: Sequence[int], limit: int, what: str, knob: str) -> 
         raise PromptTooLongError(
             f"{len(over)} of {len(lengths)} rows exceed {what} ({limit} tokens): row {row} has {length}. "
             f"Nothing was sent to the engine; set {knob}"
+        )
+
+
+def samples_a_copy(rollout: str, dtype: str, processes: int) -> bool:
+    """Whether the rollout engine samples its own copy of the trained weights rather than the trained parameters
+    themselves: vLLM always; transformers under several processes (FSDP shards) or a compute dtype other than the
+    float32 masters (gropd/model/rollout/hf.py)."""
+    return rollout != "hf" or processes > 1 or dtype != "float32"
+
+
+def require_sampler_logprobs(backend: BackendSettings, processes: int) -> None:
+    """ConfigError unless backend.old_logprobs can be the sampler's: only an engine that samples the trained
+    float32 weights themselves gives π_S,old (samples_a_copy). Checked when a run is planned and when it starts."""
+    if backend.old_logprobs == "sampler" and samples_a_copy(backend.rollout, backend.dtype, processes):
+        raise ConfigError(
+            "run config",
+            "backend.old_logprobs",
+            f"'sampler', but the rollout engine ({backend.rollout}, {backend.dtype}, {processes} process(es)) "
+            "samples its own copy of the weights",
+            "recompute (the sampler's log-probs are π_S,old only when it runs the trained float32 weights)",
         )
