@@ -48,7 +48,8 @@
 #   --dry-run        list the runs, their states and what would be refused; run and write nothing
 #   --from-results   rebuild the target's artefacts from results/ without running anything
 #   --results DIR    read and write runs under DIR instead of results/ (results/reference/ holds the
-#                    committed tiny runs behind the README: --from-results --results results/reference)
+#                    committed tiny runs behind the README: --from-results --results results/reference; nothing
+#                    trains into it, nor into paper_figures/)
 #   --force          start changed or broken runs afresh (their results are deleted first)
 #   --fast           (test) skip the tests marked slow (those that train or build tiny models)
 #   --processes N    (check) the processes the job starts on this node, one per GPU (default: SLURM_GPUS_ON_NODE,

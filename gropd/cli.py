@@ -188,6 +188,22 @@ def require_writable(directory: Path) -> None:
         raise ConfigError("command line", "--results", f"{existing} is not writable", "a directory you can write")
 
 
+READ_ONLY = "READ_ONLY"  # a results directory holding this file is read, never trained into (results/reference/)
+
+
+def require_trainable(results: Path) -> None:
+    """ConfigError (exit 2, nothing written) when `results` is a committed set (a READ_ONLY file in it: the runs
+    behind the README) or lies in paper_figures/ (the published artefacts): runs are made elsewhere and moved in
+    on purpose (deleting READ_ONLY is asking for it by name)."""
+    where = results.absolute()
+    if (where / READ_ONLY).exists():
+        problem = f"{results} holds committed runs ({where / READ_ONLY}): reports read it, nothing trains into it"
+        raise ConfigError("command line", "--results", problem, "another results directory (default: results/)")
+    if "paper_figures" in where.parts:
+        problem = f"{results} is in paper_figures/, where the published artefacts live"
+        raise ConfigError("command line", "--results", problem, "a results directory (default: results/)")
+
+
 def _manifests(profile: str) -> Manifests:
     """The manifests, once `profile` is known to be one of them."""
     manifests = load_manifests(EXPERIMENTS)
@@ -292,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.results.exists() and not args.results.is_dir() and args.command != "report":  # (report: its own)
             raise ConfigError("command line", "--results", f"{str(args.results)!r} is a file", "a results directory")
         if args.command in ("run", "evaluate") or (args.command == "grid" and not args.dry_run):
+            require_trainable(args.results)
             require_writable(args.results / args.profile)
         return handlers[args.command](args)
     except REFUSED as err:

@@ -676,3 +676,16 @@ def test_a_sampler_that_samples_a_copy_is_refused_before_anything_is_written(pro
     for argv in (["run", RUN, "--profile", "tiny", setting], ["grid", "table1", "--profile", "tiny", setting]):
         err = refused(project, argv, capsys)
         assert "backend.old_logprobs" in err and "samples its own copy" in err
+
+
+@pytest.mark.parametrize("where", ["results/reference", "paper_figures", "paper_figures/tiny"])
+def test_nothing_trains_into_the_committed_runs_or_the_published_set(project, capsys, where) -> None:
+    """results/reference/ (READ_ONLY in it) holds the runs behind the README; paper_figures/ the published set: `run`
+    and `grid` into either are refused before anything is written; a copy of the committed runs without READ_ONLY
+    is an ordinary results directory."""
+    (project / "results" / "reference").mkdir(exist_ok=True)
+    shutil.copy(REPO / "results" / "reference" / "READ_ONLY", project / "results" / "reference" / "READ_ONLY")
+    (project / where).mkdir(parents=True, exist_ok=True)
+    for argv in (["run", RUN], ["grid", "table1"]):
+        err = refused(project, ["--results", where, *argv, "--profile", "tiny"], capsys)
+        assert "--results" in err and ("committed runs" in err or "paper_figures/" in err)
