@@ -141,8 +141,6 @@ def write_run(
     path = results / profile / run_id
     path.mkdir(parents=True)
     resolved_config = merged(resolved(results.parent / "experiments", profile, run_id), config or {})
-    if steps is None and metrics and state == "finished" and collapse_step is None:
-        steps = len(metrics)  # a finished run that did not collapse ran its train.steps (gropd/record/ranges.py)
     if steps is not None:
         resolved_config["train"]["steps"] = steps
     dump(path / "config.yaml", resolved_config)

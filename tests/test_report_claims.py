@@ -168,7 +168,7 @@ def write_cross(root, opd: list[str | float], gropd: list[str | float]) -> None:
             for seed, entry in enumerate(seeds):
                 if entry == "collapsed":
                     rows = metric_rows(4, verifier_reward=[0.3, 0.3, 0.1, 0.1], mean_response_len=60.0)
-                    kw = {"state": "collapsed", "collapse_step": 4, "reason": "reward fell", "steps": 10}
+                    kw = {"state": "collapsed", "collapse_step": 4, "reason": "reward fell"}
                 else:
                     rows = metric_rows(10, verifier_reward=[0.3] * 9 + [entry], mean_response_len=60.0)
                     kw = {"eval_summary": macro_summary(20.0)}

@@ -32,7 +32,12 @@ from gropd.report import ARTEFACTS, build
 from gropd.report.settings import load_settings
 
 T1, T3 = "I4nothink→I1.7nothink", "I4think→B1.7"
-BASELINES = {"kind": "train", "seeds": [0], "matrix": {"pairing": [P1], "method": ["fullkl", "constant"]}}
+BASELINES = {
+    "kind": "train",
+    "seeds": [0],
+    "matrix": {"pairing": [P1], "method": ["fullkl", "constant"]},
+    "set": [{"when": {"method": "constant"}, "values": {"constant": {"c": 0.5}}}],  # the registered c
+}
 
 
 def built(root, *names, profile="tiny"):

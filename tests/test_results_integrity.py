@@ -431,10 +431,6 @@ DAMAGE = {
     "pass@k above 100": lambda run: suite_set(run, "pass_at_k", 100.5),
     "K a word": lambda run: suite_set(run, "k", "four"),
     "K zero": lambda run: suite_set(run, "k", 0),
-    "finished with its status cut short too": lambda run: (
-        run.metrics_path.write_text("".join(run.metrics_path.read_text().splitlines(True)[:5])),
-        run.update_status(step=5),
-    ),
     "J_H outside [0, 1]": lambda run: run.horizon_path.write_text(
         json.dumps({"horizons": [1, 2], "values": [5.0, 5.0], "informative": 1, "prompts": 1})
     ),
@@ -689,3 +685,24 @@ def test_nothing_trains_into_the_committed_runs_or_the_published_set(project, ca
     for argv in (["run", RUN], ["grid", "table1"]):
         err = refused(project, ["--results", where, *argv, "--profile", "tiny"], capsys)
         assert "--results" in err and ("committed runs" in err or "paper_figures/" in err)
+
+
+def test_a_run_with_other_settings_never_takes_over_the_registered_one(tmp_path) -> None:
+    """An extra seed made with other settings (a 1-step smoke run) is its own row, labelled by how it differs from
+    the registered setting, and no claim reads it: the claims page is what it was without it."""
+    cross(tmp_path)
+    before = built(tmp_path)
+    extra = seeded(f"table1__{P3}__opd", 3)
+    write_run(
+        tmp_path / "results",
+        "tiny",
+        extra,
+        metrics=metric_rows(1, verifier_reward=0.9),
+        config={"train": {"steps": 1}},
+        eval_summary=macro_summary(99.0),
+    )
+    after = built(tmp_path)
+    assert after["claims.md"] == before["claims.md"]
+    rows = [line for line in after["table1.md"].splitlines() if "I4think" in line and "vanilla OPD" in line]
+    assert len(rows) == 2 and "[not the registered setting: train.steps=1]" in rows[1] and "99.00" in rows[1]
+    assert "not the registered" not in rows[0]

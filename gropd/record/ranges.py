@@ -6,7 +6,6 @@ verdict.
                         positive integer, questions and timeouts non-negative integers, mean_tokens >= 0; every suite
                         the run's config names (eval.suites) present
     horizon.json        one value per horizon, each an AUC in [0, 1] (or values null: no informative prompt)
-    metrics.jsonl       a finished train run that did not collapse and logged steps logged train.steps of them
 """
 
 from __future__ import annotations
@@ -71,14 +70,4 @@ def horizon_problem(horizon: Any) -> str | None:
     for at, value in zip(horizons, values, strict=True):
         if not (_real(value) and 0 <= value <= 1):
             return f"horizon.json: J_H {value!r} at horizon {at} is not an AUC in [0, 1]"
-    return None
-
-
-def steps_problem(status: dict[str, Any], config: dict[str, Any], steps: int) -> str | None:
-    """Why a finished train run's step count cannot be believed: one that did not collapse ran train.steps."""
-    planned = (config.get("train") or {}).get("steps")
-    if config.get("kind") != "train" or status.get("status") != "finished" or status.get("collapse_step") is not None:
-        return None
-    if isinstance(planned, int) and 0 < steps != planned:
-        return f"finished at step {steps}, but config.yaml's train.steps is {planned} (cut short?)"
     return None

@@ -39,7 +39,7 @@ def trained(ev: Evidence, claim: ClaimSettings, reads: str | None = None) -> lis
         matched, nothink = ev.matched(pairing), ev.manifests.pairings[pairing]["student"]["mode"] == "nothink"
         return {"matched": matched, "cross": not matched, "matched-nothink": matched and nothink}.get(claim.pairings, 1)
 
-    settings = [s for s in ev.settings(*claim.grids) if s.config.get("kind") == "train"]
+    settings = [s for s in ev.settings(*claim.grids) if s.config.get("kind") == "train" and s.registered]
     return [s for s in settings if wanted(s.pairing) and (reads is None or (s.record and s.record.reads(reads)))]
 
 
@@ -69,7 +69,7 @@ def text(values: dict[int, float], collapsed: int = 0) -> str:
 
 def distillation_rule(ev: Evidence, claim: ClaimSettings) -> Section:
     """Per pairing and method: the lift of the trained student toward its teacher (pre-OPD: claim.grids[1:])."""
-    refs = {(s.config.get("model"), s.config.get("mode")): s for s in ev.settings(*claim.grids[1:])}
+    refs = {(s.config.get("model"), s.config.get("mode")): s for s in ev.settings(*claim.grids[1:]) if s.registered}
     rows, cells, lines, runs = [], {}, [], [run for s in refs.values() for run in s.runs]
 
     def pre(side: dict) -> tuple[float | None, str]:

@@ -20,7 +20,7 @@ import numpy as np
 from eval.metrics import macro
 from gropd.config import ConfigError, load_manifests
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid
-from gropd.config.layering import dotted_to_nested
+from gropd.config.layering import dotted_to_nested, nested_to_dotted
 from gropd.credit import METHODS
 from gropd.horizon import horizon_grid
 from gropd.record.run_dir import DONE, RunDir
@@ -219,6 +219,24 @@ class Run:
 
 
 DYNAMICS = ("mean_response_len", "verifier_reward", "pearson_score_len")
+HOW = ("seed", "run_id", "grid", "tracking", "backend.threads", "backend.numerics")  # how a run ran, not its setting
+
+
+def setting_key(config: dict[str, Any]) -> str:
+    """The hash runs of one setting share: the config but naming, seed, threads and numerics mode."""
+    backend = {**config.get("backend", {}), "threads": 0, "numerics": None}  # how, not what, it computed
+    return settings_hash({**config, "seed": None, "backend": backend})
+
+
+def departures(recorded: dict[str, Any], registered: dict[str, Any] | None) -> tuple[str, ...]:
+    """`key=value` for each setting a run's recorded config holds otherwise than its grid entry's registered config
+    (the entry resolved without overrides); keys one side lacks (a setting added to the schema since) are not
+    compared, nor HOW a run ran. () for the registered setting, or where the entry no longer resolves."""
+    if registered is None:
+        return ()
+    flat, planned = nested_to_dotted(recorded), nested_to_dotted(registered)
+    how = lambda key: any(key == h or key.startswith(h + ".") for h in HOW)  # noqa: E731
+    return tuple(f"{k}={num(v)}" for k, v in flat.items() if k in planned and planned[k] != v and not how(k))
 
 
 @dataclass
@@ -226,8 +244,10 @@ class Setting:
     """The runs of one setting (same config but naming, seed, threads and numerics mode), in the order read."""
 
     runs: list[Run]
+    departures: tuple[str, ...] = ()  # how it differs from its grid entry's registered setting (none: it is that one)
 
     config = property(lambda self: self.runs[0].config)
+    registered = property(lambda self: not self.departures)
     pairing = property(lambda self: str(self.config.get("pairing")))
     method = property(lambda self: self.config.get("method"))
     grids = property(lambda self: {run.grid for run in self.runs})
@@ -249,7 +269,8 @@ class Setting:
         parts = [f"{symbol}={num(v)}" for key, symbol in knobs if number(v := self.value(key)) is not None]
         parts += [f"{k}={num(v)}" for k, v in self.runs[0].entry.values.items() if k not in SHOWN]
         name = self.record.label if self.record else str(self.method)
-        return name + (f" ({', '.join(parts)})" if parts else "")
+        unregistered = f" [not the registered setting: {', '.join(self.departures)}]" if self.departures else ""
+        return name + (f" ({', '.join(parts)})" if parts else "") + unregistered
 
     def seeds(self) -> dict[int, Run]:
         """One run per seed, in seed order: of twins the furthest along, then the original over a copy."""
@@ -317,11 +338,24 @@ class Evidence:
         groups: dict[str, list[Run]] = {}
         for grid in grid_names(self.experiments_dir):
             for run in self.runs(grid):
-                config = run.config
-                backend = {**config.get("backend", {}), "threads": 0, "numerics": None}  # how, not what, it computed
-                key = settings_hash({**config, "seed": None, "backend": backend})
-                groups.setdefault(key, []).append(run)
-        return [Setting(runs) for runs in groups.values()]
+                believed = run.config if not run.broken else self.registered(run) or run.config  # (a broken record
+                groups.setdefault(setting_key(believed), []).append(run)  # counts where its grid entry puts it)
+        return [Setting(runs, self.departures(runs)) for runs in groups.values()]
+
+    def departures(self, runs: list[Run]) -> tuple[str, ...]:
+        """How the setting of `runs` differs from their grid entry's registered one (a broken record says nothing)."""
+        sound = [run for run in runs if not run.broken]
+        return departures(sound[0].config, self.registered(sound[0])) if sound else ()
+
+    def registered(self, run: Run) -> dict[str, Any] | None:
+        """The registered config of the run's grid entry: the entry resolved without overrides (None where it no
+        longer resolves in this profile)."""
+        try:
+            return plan_entry(self.manifests, self.profile, run.entry, [], self.results_root).config.model_dump(
+                mode="json"
+            )
+        except ConfigError:
+            return None
 
     def setting_of(self, run: Run) -> Setting:
         return next(s for s in self.all_settings if any(r is run for r in s.runs))
@@ -332,7 +366,7 @@ class Evidence:
         asked = grids or grid_names(self.experiments_dir)
         runs = [run for grid in asked for run in self.runs(grid)]
         found = {id(s): s for s in map(self.setting_of, runs)}.values()
-        return [Setting(sorted(s.runs, key=lambda run: run.grid not in asked)) for s in found]
+        return [Setting(sorted(s.runs, key=lambda run: run.grid not in asked), s.departures) for s in found]
 
     def title(self, pairing: str) -> str:
         return str((self.manifests.pairings.get(pairing) or {}).get("title", pairing))
