@@ -58,6 +58,10 @@ def test_gpus_torch_cpus_and_vllm_lines() -> None:
     old_driver = torch_line("2.14.0+cu130", "13.0", "535.104.05", "2.14.0")
     assert old_driver.status == "FAILED" and "driver >= 580, this node has 535.104.05" in old_driver.text
     assert torch_line("2.14.0+cu130", "13.0", "580.65.06", "2.14.0").status == "ok"
+    # torch already runs CUDA 13 on a 550 driver: NVIDIA's forward-compatibility package (cuda-compat), documented
+    # for data-centre GPUs; the driver's version is then no reason to refuse
+    compat = torch_line("2.14.0+cu130", "13.0", "550.54.15", "2.14.0", cuda_works=True)
+    assert compat.status == "ok" and "forward compatibility" in compat.text
     one = cpus_line(1, 64, 8)  # Slurm 22.05-23.02: a step without --cpus-per-task gets 1 CPU
     assert one.status == "FAILED" and "--cpus-per-task=$SLURM_CPUS_PER_TASK" in one.text and "asked 64" in one.text
     assert cpus_line(64, 64, 8).status == "ok" and cpus_line(8, None, 8).status == "FAILED"

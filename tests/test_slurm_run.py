@@ -29,6 +29,7 @@ STEP = "import json, os; print(json.dumps({'node': os.environ['SLURM_NODEID'], '
 FAKES = {
     "srun": """#!/usr/bin/env bash
 nodes=1 cpus=${SRUN_CPUS_PER_TASK:-1}
+echo "$*" >> "$SRUN_STEPS"
 while [[ "$1" == --* ]]; do
   case "$1" in --nodes=*) nodes=${1#--nodes=};; --cpus-per-task=*) cpus=${1#--cpus-per-task=};; esac
   shift
@@ -90,7 +91,11 @@ def submit(
     base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "SLURM_", "SRUN_", "TEACHER"))}
     slurm = {"SLURM_NNODES": str(nodes), "SLURM_GPUS_ON_NODE": "8", "SLURM_JOB_NODELIST": "gpu-[a-b]"}
     slurm |= {"SLURM_CPUS_PER_TASK": "2"}  # the job's ask (#SBATCH --cpus-per-task), within this machine's CPUs
-    logs = {"LAUNCHES": str(tmp_path / "launches"), "CHECKS": str(tmp_path / "checks")}
+    logs = {
+        "LAUNCHES": str(tmp_path / "launches"),
+        "CHECKS": str(tmp_path / "checks"),
+        "SRUN_STEPS": str(tmp_path / "steps"),
+    }
     environ = {**base, **slurm, **logs, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     result = subprocess.run(
         ["bash", "job.sbatch", *args], cwd=work, env={**environ, **env}, capture_output=True, text=True, timeout=60
@@ -164,3 +169,13 @@ def test_a_venv_made_on_the_login_node_stops_the_job_in_seconds_naming_the_comma
     code, launches, checks, stderr = submit(tmp_path, 1, "RUN", gpu_venv=False)
     assert code == 2 and launches == checks == []
     assert "run ./reproduce.sh gpu-env once, from any node" in stderr
+
+
+def test_a_step_whose_task_fails_on_one_node_ends_on_every_node(tmp_path: Path) -> None:
+    """srun(1): without --kill-on-bad-exit a step's other tasks run on when one exits non-zero (Slurm's default,
+    KillOnBadExit=0), and each node's launcher watches only its own workers: an evaluation shard that died on one node
+    left the other's rank 0 waiting for its files until the job's time limit. Every step asks for the kill."""
+    code, _, _, stderr = submit(tmp_path, 2, "RUN")
+    assert code == 0, stderr
+    steps = [line for line in (tmp_path / "steps").read_text().splitlines() if line.startswith("--")]  # a step's flags
+    assert len(steps) == 3 and all("--kill-on-bad-exit=1" in step.split() for step in steps), steps

@@ -94,8 +94,12 @@ def gpus_line(
     return Line("ok", "GPUs", f"{cuda_devices} x {listed[0][0]}, one per process")
 
 
-def torch_line(torch_version: str, torch_cuda: str | None, driver: str | None, pinned: str) -> Line:
-    """torch build: the pinned version, a CUDA build, a driver new enough for it."""
+def torch_line(
+    torch_version: str, torch_cuda: str | None, driver: str | None, pinned: str, cuda_works: bool = False
+) -> Line:
+    """torch build: the pinned version, a CUDA build, a driver new enough for it. Where torch already runs CUDA
+    (`cuda_works`) the driver's version decides nothing: NVIDIA's forward-compatibility package (cuda-compat) runs
+    a newer CUDA on an older data-centre driver (535, 550, 570 with CUDA 13), the only way such a node runs vLLM."""
     install = "./reproduce.sh gpu-env (from any node)"
     if torch_version.split("+")[0] != pinned:
         return Line("FAILED", "torch build", f"torch {torch_version}, requirements-gpu.txt pins {pinned}: {install}")
@@ -103,6 +107,9 @@ def torch_line(torch_version: str, torch_cuda: str | None, driver: str | None, p
         return Line("FAILED", "torch build", f"torch {torch_version} is a CPU-only build: {install}")
     need = MIN_DRIVER.get(int(torch_cuda.split(".")[0]))
     major = driver.split(".")[0] if driver else ""
+    if cuda_works and need is not None and (not major.isdigit() or int(major) < need):
+        note = f"driver {driver} below {need}, CUDA works (forward compatibility: cuda-compat)"
+        return Line("ok", "torch build", f"torch {torch_version} (CUDA {torch_cuda}), {note}")
     if need is not None and (not major.isdigit() or int(major) < need):
         return Line(
             "FAILED",
@@ -272,7 +279,13 @@ def environment_lines(processes: int, serving: bool, environ: Mapping[str, str])
     listed = nvidia_gpus()
     lines = [
         gpus_line(listed, torch.cuda.device_count(), torch.__version__, torch.version.cuda, processes, not serving),
-        torch_line(torch.__version__, torch.version.cuda, listed[0][1] if listed else None, pins["torch"]),
+        torch_line(
+            torch.__version__,
+            torch.version.cuda,
+            listed[0][1] if listed else None,
+            pins["torch"],
+            cuda_works=torch.cuda.is_available(),
+        ),
     ]
     asked = environ.get("SLURM_CPUS_PER_TASK", "")
     lines.append(cpus_line(len(os.sched_getaffinity(0)), int(asked) if asked.isdigit() else None, processes))
