@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -37,12 +38,14 @@ EXPERIMENTS = Path("experiments")
 
 def default_profile() -> str:
     """paper when CUDA is present, tiny where there is no GPU (and say so); a GPU node whose torch cannot
-    see its GPUs stops (gropd/model/hardware.py)."""
-    from gropd.model.hardware import choose_profile
+    see its GPUs stops (gropd/model/hardware.py). Asked in a process of its own, as reproduce.sh asks: torch
+    loads there, so this one can still put a run's numerics mode in place before it loads torch (gropd/numerics.py)."""
+    from gropd.model.hardware import GPUNotUsableError
 
-    profile, why = choose_profile()
-    print(f"profile: {profile} ({why}; pass --profile to choose)", file=sys.stderr)
-    return profile
+    done = subprocess.run([sys.executable, "-m", "gropd.model.hardware"], stdout=subprocess.PIPE, text=True)
+    if done.returncode:  # it said why on stderr
+        raise GPUNotUsableError("no profile chosen: pass --profile")
+    return done.stdout.strip()
 
 
 def _seeds(count: int | None) -> list[int] | None:

@@ -121,3 +121,18 @@ def test_the_cpu_record_reads_the_first_processor() -> None:
         "1",
     )
     assert record["flags"] == ["sse4_2", "avx", "avx2", "fma"]
+
+
+def test_a_run_without_profile_computes_in_the_profiles_mode(tmp_path: Path) -> None:
+    """Without --profile the machine picks it (gropd/model/hardware.py), in a process of its own: this one has not
+    loaded torch yet, so the tiny profile's portable mode is still put in place (it used to be refused here). The
+    machine is faked as one without GPUs: no nvidia-smi on PATH, CUDA_VISIBLE_DEVICES=""."""
+    root = portable_project(tmp_path)
+    (tmp_path / "empty").mkdir()
+    env = {**os.environ, "PATH": str(tmp_path / "empty"), "CUDA_VISIBLE_DEVICES": ""}
+    command = [sys.executable, "-m", "gropd.cli", "run", "table1__B4-B1.7__opd", "train.steps=1", "eval.questions=1"]
+    done = subprocess.run([*command, "eval.suites=[add]"], cwd=root, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "profile: tiny (no CUDA device found" in done.stderr
+    status = json.loads((root / "results" / "tiny" / "table1__B4-B1.7__opd" / "status.json").read_text())
+    assert [(m["numerics"], m["aten_capability"]) for m in status["machines"]] == [("portable", "DEFAULT")]
