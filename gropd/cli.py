@@ -290,12 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         parser().error(f"unrecognised arguments: {' '.join(bad)}")
     args.overrides = extra
     args.results_given, args.results = args.results is not None, args.results or Path("results")
-    if args.command == "evaluate":
-        from gropd.runs.evaluation import claim_shard
 
-        args.shard = claim_shard(os.environ)  # before anything asks CUDA (default_profile does)
-    if getattr(args, "profile", "x") is None:
-        args.profile = default_profile()
     handlers = {
         "runs": cmd_runs,
         "grid": cmd_grid,
@@ -307,6 +302,12 @@ def main(argv: list[str] | None = None) -> int:
         "world": cmd_world,
     }
     try:
+        if args.command == "evaluate":
+            from gropd.runs.evaluation import claim_shard
+
+            args.shard = claim_shard(os.environ)  # before anything asks CUDA (default_profile does)
+        if getattr(args, "profile", "x") is None:
+            args.profile = default_profile()
         check_overrides(args.overrides)
         if args.results.exists() and not args.results.is_dir() and args.command != "report":  # (report: its own)
             raise ConfigError("command line", "--results", f"{str(args.results)!r} is a file", "a results directory")

@@ -9,7 +9,7 @@ import pytest
 from eval.runner import chunk_seed, evaluate_model, read_records
 from eval.shards import assign_chunks
 from eval.suites import Question, SuiteSpec
-from gropd.config import RunFileError
+from gropd.config import ConfigError, RunFileError
 from gropd.model.rollout.base import RolloutBatch, SamplingSettings
 from gropd.runs.evaluation import claim_shard
 
@@ -234,3 +234,20 @@ def test_a_shard_takes_its_local_gpu_and_leaves_the_launchers_world():
     assert environ == {"CUDA_VISIBLE_DEVICES": "5", "PATH": "/bin"}  # no RANK / WORLD_SIZE for anything to join
     bare = {"PATH": "/bin"}
     assert claim_shard(bare) == (0, 1) and bare == {"PATH": "/bin"}
+
+
+@pytest.mark.parametrize(
+    ("environ", "names"),
+    [
+        ({"RANK": "abc"}, "RANK"),
+        ({"WORLD_SIZE": "0"}, "RANK, WORLD_SIZE"),
+        ({"RANK": "3", "WORLD_SIZE": "2"}, "RANK, WORLD_SIZE"),
+        ({"LOCAL_RANK": "7", "LOCAL_WORLD_SIZE": "4"}, "LOCAL_RANK, LOCAL_WORLD_SIZE"),
+        ({"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "CUDA_VISIBLE_DEVICES": "0"}, "LOCAL_RANK, CUDA_VISIBLE_DEVICES"),
+    ],
+)
+def test_a_launcher_environment_that_names_no_shard_is_a_clear_error(environ, names):
+    """A rank that is not a count, or not below its world, is a ConfigError naming the variables (exit 2 at the
+    command line), not a traceback, nor an evaluation that marks its run failed."""
+    with pytest.raises(ConfigError, match=f"environment: {names}:"):
+        claim_shard(dict(environ))

@@ -15,6 +15,7 @@ from typing import Any
 
 from eval.runner import evaluate_model
 from eval.suites import Question, SuiteSpec, load_questions, load_suite_manifest
+from gropd.config.errors import ConfigError
 from gropd.config.lock import dataset_revision, read_lock
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
@@ -61,16 +62,33 @@ def claim_shard(environ: MutableMapping[str, str]) -> tuple[int, int]:
     (CUDA_VISIBLE_DEVICES: its engine runs on cuda:0 of its own view) and takes the launcher's world out
     of its environment, so nothing here joins a process group (accelerate's PartialState behind a
     tracker, a vLLM engine). Call it before CUDA is initialised (any torch.cuda call)."""
-    rank, world = int(environ.get("RANK", "0")), int(environ.get("WORLD_SIZE", "1"))
-    local_rank, local_world = int(environ.get("LOCAL_RANK", "0")), int(environ.get("LOCAL_WORLD_SIZE", "1"))
+    rank, world = launcher_count(environ, "RANK", 0), launcher_count(environ, "WORLD_SIZE", 1)
+    local_rank, local_world = launcher_count(environ, "LOCAL_RANK", 0), launcher_count(environ, "LOCAL_WORLD_SIZE", 1)
+    pairs = ((rank, world, "RANK, WORLD_SIZE"), (local_rank, local_world, "LOCAL_RANK, LOCAL_WORLD_SIZE"))
+    for index, size, names in pairs:
+        if size < 1 or index >= size:
+            raise ConfigError("environment", names, f"{index} of {size}", "a rank below a world of 1 or more")
     if local_world > 1:
         visible = environ.get("CUDA_VISIBLE_DEVICES", ",".join(map(str, range(local_world)))).split(",")
         if local_rank >= len(visible):
-            raise RuntimeError(f"local rank {local_rank} of {local_world} processes; visible GPUs: {visible}")
+            raise ConfigError(
+                "environment",
+                "LOCAL_RANK, CUDA_VISIBLE_DEVICES",
+                f"local rank {local_rank} of {local_world} processes; visible GPUs: {visible}",
+                "one visible GPU a local process",
+            )
         environ["CUDA_VISIBLE_DEVICES"] = visible[local_rank]
     for name in LAUNCHER_WORLD:
         environ.pop(name, None)
     return rank, world
+
+
+def launcher_count(environ: MutableMapping[str, str], name: str, default: int) -> int:
+    """A launcher's rank or world size from `environ` (`default` when unset); ConfigError unless a count."""
+    text = environ.get(name, str(default)).strip()
+    if not text.isdigit():
+        raise ConfigError("environment", name, repr(environ.get(name)), "a non-negative integer (set by the launcher)")
+    return int(text)
 
 
 def build_eval_engine(config: RunConfig, ref: CheckpointRef, mode: str, tokenizer: Any) -> RolloutEngine:
