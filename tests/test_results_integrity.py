@@ -706,3 +706,9 @@ def test_a_run_with_other_settings_never_takes_over_the_registered_one(tmp_path)
     rows = [line for line in after["table1.md"].splitlines() if "I4think" in line and "vanilla OPD" in line]
     assert len(rows) == 2 and "[not the registered setting: train.steps=1]" in rows[1] and "99.00" in rows[1]
     assert "not the registered" not in rows[0]
+
+
+def test_another_instruction_on_the_tiny_worlds_models_is_refused_before_anything_is_written(project, capsys) -> None:
+    """The tiny world's models were trained on tiny_world.yaml's instruction and answer nothing else."""
+    err = refused(project, ["run", RUN, "--profile", "tiny", "prompt.instruction=Say it."], capsys)
+    assert "prompt.instruction: 'Say it.'" in err and "tiny_world.yaml" in err

@@ -49,6 +49,24 @@ def require_device(config: RunConfig, cuda: bool) -> None:
         )
 
 
+def require_tiny_instruction(config: RunConfig, manifests: Manifests) -> None:
+    """ConfigError when a run on tiny-world models asks another prompt.instruction than the one the tiny world's
+    models were trained on (experiments/tiny_world.yaml): they answer nothing else."""
+    labels = [label for label, _ in models_of(config, manifests).values()]
+    if not any(manifests.model(config.profile, label)["source"]["kind"] == "tiny" for label in labels):
+        return
+    from gropd.tiny.recipe import load_recipe
+
+    recipe, _ = load_recipe(manifests.root / "tiny_world.yaml")
+    if config.prompt.instruction != recipe.instruction:
+        raise ConfigError(
+            "run config",
+            "prompt.instruction",
+            repr(config.prompt.instruction),
+            f"{recipe.instruction!r}, the instruction the tiny world's models were trained on (tiny_world.yaml)",
+        )
+
+
 def require_question_range(config: RunConfig, manifests: Manifests) -> None:
     """eval.first_question and eval.questions inside every suite the run evaluates: from the suite's pool where
     it is known without loading (eval.suites.question_pool), else, when the range is not the whole suite, by
@@ -225,6 +243,7 @@ def preflight(config: RunConfig, manifests: Manifests) -> None:
     require_sampler_logprobs(config.backend, int(os.environ.get("WORLD_SIZE", "1")))
     require_device(config, cuda)
     require_question_range(config, manifests)
+    require_tiny_instruction(config, manifests)
     if cuda and vllm:
         require_fits(
             config,
