@@ -35,8 +35,9 @@ def test_scoring_pass_saves_graded_batches_and_trains_nothing(root: Path) -> Non
         assert torch.allclose(dump["f"], (dump["teacher_logp"] - dump["logp_old"]) * mask, atol=1e-6)
         assert record["verifier_reward"] == pytest.approx(correct.float().mean().item())
         assert record["mean_response_len"] == pytest.approx(mask.sum(1).mean().item())
+    ended = run_dir.read_status()  # (the session's end wrote its wall time after `status` was returned)
     again, _ = run(root, f"fig1__{PAIRING}__score", ["train.steps=2"])
-    assert again["updated"] == status["updated"]  # a finished scoring pass is not redone
+    assert again == ended == run_dir.read_status()  # a finished scoring pass is not redone: nothing rewritten
     dumps = [torch.load(path, weights_only=True) for path in sorted((run_dir.root / "batches").glob("*.pt"))]
     assert run_dir.read_horizon() == json.loads(json.dumps(separation_curve(dumps)))  # J_H of its own batches
 
