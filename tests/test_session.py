@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gropd.record.run_dir import RunDir
-from gropd.runs.session import STALE_AFTER_S, is_alive, process_start, run_session
+from gropd.runs.session import STALE_AFTER_S, is_alive, process_start, run_session, zombie
 
 
 def run_dir_with(tmp_path: Path, **status) -> RunDir:
@@ -67,3 +67,16 @@ def test_liveness_rule() -> None:
     assert is_alive({"pid": 1, "host": here + "-elsewhere", "updated": fresh}, now)
     assert not is_alive({"pid": 1, "host": here + "-elsewhere", "updated": stale}, now)
     assert not is_alive({"status": "running"})
+
+
+def test_a_process_that_exited_but_is_not_reaped_is_not_alive() -> None:
+    """A zombie (exited, its parent not waiting yet) keeps its pid and start time in /proc: it writes nothing, and a
+    run it held resumes (the rehearsal's killed rank, which a container's pid 1 need not reap, is one)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    started = process_start(child.pid)
+    deadline = time.monotonic() + 30
+    while not zombie(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    status = {"pid": child.pid, "pid_start": started, "host": socket.gethostname()}
+    assert zombie(child.pid) and not is_alive(status)
+    child.wait()

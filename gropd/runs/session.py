@@ -111,7 +111,8 @@ def record_machine(run_dir: RunDir, status: dict[str, Any], numerics: str, threa
 
 
 def refuse_live_owner(run_dir: RunDir) -> None:
-    """RunBusyError when status.json names a session on this host, other than this process, that is still alive:
+    """RunBusyError when status.json names a session on this host, other than this process, that is still alive
+    and still at the run (running or trained):
     its writer holds the run although this process could take the lock, so the lock file was deleted under it
     (`rm results/<profile>/.locks/...`). Checked by a new writer once it holds the lock, before it reads the run
     to act on it; a child its holder waits for (held_by_parent) is that session's own. Another host's session is
@@ -123,7 +124,7 @@ def refuse_live_owner(run_dir: RunDir) -> None:
     pid = status.get("pid")
     if held_by_parent(run_dir.root) or pid == os.getpid() or status.get("host") != socket.gethostname():
         return
-    if is_alive(status):
+    if status.get("status") in ("running", "trained") and is_alive(status):  # (a finished run's writer moved on)
         raise RunBusyError(
             str(run_dir.status_path),
             "run",
@@ -146,13 +147,22 @@ def is_alive(status: dict[str, Any], now: float | None = None) -> bool:
         except PermissionError:
             pass
         recorded, current = status.get("pid_start"), process_start(pid)
-        return recorded is None or current is None or recorded == current
+        return not zombie(pid) and (recorded is None or current is None or recorded == current)
     updated = status.get("updated")
     try:
         age = (now or time.time()) - datetime.strptime(updated, "%Y-%m-%dT%H:%M:%S").timestamp()
     except (TypeError, ValueError):
         return False
     return age < STALE_AFTER_S
+
+
+def zombie(pid: int) -> bool:
+    """Whether the process has exited and waits only to be reaped (/proc/<pid>/stat state Z or X; False off Linux):
+    a killed rank whose parent died stays one where nothing reaps it (a container's pid 1 need not)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 def process_start(pid: int) -> str | None:
