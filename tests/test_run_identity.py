@@ -3,14 +3,15 @@ again; a run whose models changed since it started (a rebuilt tiny world) is not
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
-from tiny_runs import FAST, project, tiny_config
+from tiny_runs import FAST, REPO, native_profile, project, tiny_config
 
 from gropd.config import ConfigError, config_hash, load_manifests
 from gropd.record.run_dir import RunDir
-from gropd.runs.lifecycle import settings_hash
+from gropd.runs.lifecycle import changed_error, settings_hash
 from gropd.runs.pipeline import execute, planned_state, run_state
 from gropd.runs.status import status_rows
 
@@ -69,3 +70,26 @@ def test_a_run_whose_models_changed_is_refused_and_is_nobodys_twin(tmp_path: Pat
     rows = {row.run_id: row for row in status_rows(manifests, "tiny", results, FAST + STEPS)}
     assert rows[TABLE1].state == "changed" and "other models" in rows[TABLE1].reason
     assert RunDir(results / "tiny" / TABLE1).read_status()["status"] == "finished"  # nothing was touched
+
+
+def test_a_model_file_changed_since_the_run_started_makes_it_changed(tmp_path, monkeypatch) -> None:
+    """A run records the sha256 of every model file it loads (status.json digests); one byte of the teacher's
+    weights changed afterwards (the recipe hash, the tiny model's identity, unchanged) makes the run "changed" and
+    refused on resume, naming the file; before, it resumed silently with another teacher."""
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "experiments", root / "experiments", ignore=shutil.ignore_patterns("runs", "lock.yaml"))
+    native_profile(root / "experiments")
+    shutil.copytree(REPO / "results" / "tiny" / "world", root / "results" / "tiny" / "world")  # a copy: edited below
+    monkeypatch.chdir(root)
+    manifests = load_manifests(root / "experiments")
+    config = tiny_config(root, "table1__B4-B1.7__opd", ["train.steps=1"])
+    execute(config, manifests, root / "results")
+    assert run_state(config, root / "results", manifests)[1] == "finished"
+    weights = next((root / "results" / "tiny" / "world").glob("*/models/B4/model.safetensors"))
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # the last byte of the last tensor
+    weights.write_bytes(bytes(data))
+    run_dir, state = run_state(config, root / "results", manifests)
+    assert state == "changed"
+    assert "other bytes in its model files: teacher tiny B4" in str(changed_error(run_dir, config, manifests))
+    assert "model.safetensors" in str(changed_error(run_dir, config, manifests))
