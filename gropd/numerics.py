@@ -13,8 +13,9 @@ PyTorch's CPU math comes from three libraries, each of which picks its kernels f
 
 Modes:
     portable  MKL_CBWR=COMPATIBLE, ATEN_CPU_CAPABILITY=default, ONEDNN_MAX_CPU_ISA=SSE41: the same code path
-              on every x86-64 CPU, so a run gives the same bits on an Intel Xeon and an AMD EPYC (one thread;
-              the thread count is part of a run's config). About 2x the native step on an AVX-512 Xeon.
+              on every x86-64 CPU, so that a run gives the same bits on an Intel Xeon and an AMD EPYC (one thread;
+              the thread count is part of a run's config): checked on two Intel models, not yet on an AMD CPU
+              (tests/test_portable_numerics.py). About 2x the native step on an AVX-512 Xeon.
     native    nothing pinned: the fastest kernels for this CPU; bits differ between CPU families. GPU runs
               are reproducible only within one machine in any mode.
 

@@ -90,10 +90,9 @@ def checkpoint_digests(manifests: Manifests, profile: str, label: str) -> dict[s
         snapshot = _hub_snapshot(source["repo"], entry.get("full")) if entry.get("full") else None
         return {name: Path(os.path.realpath(snapshot / name)).name for name in _files(snapshot)} if snapshot else None
     if source["kind"] == "tiny":
-        from gropd.tiny.recipe import load_recipe
+        from gropd.tiny.recipe import load_recipe, world_directory
 
-        _, full_hash = load_recipe(manifests.root / "tiny_world.yaml")
-        world = Path("results/tiny/world") / full_hash[:12]  # where ensure_tiny_world builds it
+        world = world_directory(load_recipe(manifests.root / "tiny_world.yaml")[1])  # where ensure_tiny_world builds it
         folders = {"": world / "models" / source["label"], "tokenizer/": world / "tokenizer"}
     else:
         folders = {"": Path(source["path"])}

@@ -222,10 +222,14 @@ DYNAMICS = ("mean_response_len", "verifier_reward", "pearson_score_len")
 HOW = ("seed", "run_id", "grid", "tracking", "backend.threads", "backend.numerics")  # how a run ran, not its setting
 
 
+def how(key: str) -> bool:
+    """Whether the dotted config key says HOW a run ran rather than what it computes."""
+    return any(key == h or key.startswith(h + ".") for h in HOW)
+
+
 def setting_key(config: dict[str, Any]) -> str:
-    """The hash runs of one setting share: the config but naming, seed, threads and numerics mode."""
-    backend = {**config.get("backend", {}), "threads": 0, "numerics": None}  # how, not what, it computed
-    return settings_hash({**config, "seed": None, "backend": backend})
+    """The hash runs of one setting share: the config but what HOW names."""
+    return settings_hash(dotted_to_nested({key: v for key, v in nested_to_dotted(config).items() if not how(key)}))
 
 
 def departures(recorded: dict[str, Any], registered: dict[str, Any] | None) -> tuple[str, ...]:
@@ -235,7 +239,6 @@ def departures(recorded: dict[str, Any], registered: dict[str, Any] | None) -> t
     if registered is None:
         return ()
     flat, planned = nested_to_dotted(recorded), nested_to_dotted(registered)
-    how = lambda key: any(key == h or key.startswith(h + ".") for h in HOW)  # noqa: E731
     return tuple(f"{k}={num(v)}" for k, v in flat.items() if k in planned and planned[k] != v and not how(k))
 
 

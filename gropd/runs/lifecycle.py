@@ -76,7 +76,7 @@ def what_changed(status: dict[str, Any], config: RunConfig, manifests: Manifests
         return f"started with other models: {'; '.join(moved)}"
     recorded_digests = status.get("digests") if isinstance(status.get("digests"), dict) else {}
     edited = []
-    for role, files in digests_of(config, manifests).items():
+    for role, files in (digests_of(config, manifests) if recorded_digests else {}).items():  # (none: nothing to hash)
         before = recorded_digests.get(role)
         if files is not None and isinstance(before, dict) and before != files:
             names = sorted(name for name in {*files, *before} if files.get(name) != before.get(name))

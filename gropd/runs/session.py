@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from gropd.config.errors import RunFileError
+from gropd.config.schema import BackendSettings
 from gropd.record.run_dir import RunDir
 from gropd.record.run_lock import RunBusyError, held_by_parent
 
@@ -73,7 +74,7 @@ class Ranks:
 
 
 @contextmanager
-def run_session(run_dir: RunDir, main: bool = True, backend: Any = None) -> Iterator[dict[str, Any]]:
+def run_session(run_dir: RunDir, main: bool = True, backend: BackendSettings | None = None) -> Iterator[dict[str, Any]]:
     """Record this process as the run's owner; yields the status to go on from (a failed run's
     `failed_in` restored); records a failure or the session's wall time when the block ends. Only the
     `main` process (rank 0, or a run's one process) writes. Given the run's `backend` settings, the machine
@@ -159,15 +160,19 @@ def is_alive(status: dict[str, Any], now: float | None = None) -> bool:
 def zombie(pid: int) -> bool:
     """Whether the process has exited and waits only to be reaped (/proc/<pid>/stat state Z or X; False off Linux):
     a killed rank whose parent died stays one where nothing reaps it (a container's pid 1 need not)."""
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
-        return False
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] in ("Z", "X")
 
 
 def process_start(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22), None off Linux."""
+    fields = _stat_fields(pid)
+    return fields[19] if len(fields) > 19 else None
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/<pid>/stat's fields after the command name (field 3, the state, first); [] off Linux or once gone."""
     try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[19]
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return None
+        return []

@@ -237,6 +237,14 @@ def label_hash(recipe: Recipe, label: str) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
+WORLD_ROOT = Path("results/tiny/world")  # where the tiny worlds are built, one folder a recipe
+
+
+def world_directory(full_hash: str, root: Path = WORLD_ROOT) -> Path:
+    """The folder of the tiny world whose recipe hashes to `full_hash`: <root>/<its first 12 digits>."""
+    return Path(root) / full_hash[:12]
+
+
 def load_recipe(path: Path) -> tuple[Recipe, str]:
     """The typed recipe at `path` and its full hash."""
     data = load_yaml(Path(path).read_text())

@@ -45,11 +45,13 @@ from eval import tiny_tasks
 from gropd.templates import render_prompt, stop_token_ids
 from gropd.tiny.recipe import (
     GENERATOR_VERSION,
+    WORLD_ROOT,
     ContinuedRun,
     EarlierCheckpoint,
     Recipe,
     label_hash,
     load_recipe,
+    world_directory,
 )
 from gropd.tiny.sft import build_model, make_examples, sft_train
 from gropd.tiny.tokenizer import build_tokenizer
@@ -271,12 +273,12 @@ def build_world(recipe: Recipe, full_hash: str, target: Path, root: Path) -> dic
 
 def ensure_tiny_world(
     recipe_path: Path = Path("experiments/tiny_world.yaml"),
-    root: Path = Path("results/tiny/world"),
+    root: Path = WORLD_ROOT,
     rebuild: bool = False,
 ) -> TinyWorld:
     """The tiny world of `recipe_path`, built under `root/<hash12>/` unless it is there already."""
     recipe, full_hash = load_recipe(recipe_path)
-    final = Path(root) / full_hash[:12]
+    final = world_directory(full_hash, root)
     if rebuild or not (final / "world.json").exists():
         staging = Path(root) / f".building-{full_hash[:12]}-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
