@@ -113,9 +113,37 @@ def read_text(path: Path, remedy: str) -> str:
         raise RunFileError(str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})", remedy) from None
 
 
+MAX_YAML_VALUES = 100_000  # a document's values with its aliases expanded: ~50x the largest manifest, and a
+# "billion laughs" file (aliases of aliases) stops here in milliseconds instead of costing seconds and gigabytes later
+
+
+def _require_bounded(root: yaml.Node) -> None:
+    """yaml.YAMLError when the node graph under `root`, every alias (*name) expanded, holds over MAX_YAML_VALUES."""
+    stack, count = [root], 0
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > MAX_YAML_VALUES:
+            raise yaml.YAMLError(
+                f"more than {MAX_YAML_VALUES:,} values once its aliases (*name) are expanded, from line "
+                f"{root.start_mark.line + 1}: refused (aliases of aliases multiply; write the values out)"
+            )
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(value for pair in node.value for value in pair)
+
+
 class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """yaml.(C)SafeLoader that refuses a repeated key in a mapping, and reads 1e-4 as the float YAML 1.2 (and
-    every user) means, not the string YAML 1.1 makes of it."""
+    """yaml.(C)SafeLoader that refuses a repeated key in a mapping and a document that its aliases blow up
+    (_require_bounded), and reads 1e-4 as the float YAML 1.2 (and every user) means, not the string YAML 1.1
+    makes of it."""
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None:
+            _require_bounded(node)
+        return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -134,6 +162,6 @@ _StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", SCIENTIFIC, list(
 
 
 def load_yaml(text: str) -> Any:
-    """The YAML document in `text` (yaml.safe_load's result), with a repeated mapping key refused
-    (yaml.YAMLError naming the key and its line) and 1e-4 read as a float."""
+    """The YAML document in `text` (yaml.safe_load's result), with a repeated mapping key or an alias bomb
+    refused (yaml.YAMLError naming the key or the count, and the line) and 1e-4 read as a float."""
     return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)

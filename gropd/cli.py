@@ -207,6 +207,14 @@ def require_trainable(results: Path) -> None:
         raise ConfigError("command line", "--results", problem, "a results directory (default: results/)")
 
 
+def require_project_root() -> None:
+    """ConfigError (exit 2) unless the working directory is the repository's root: every path the commands
+    name (experiments/, results/, paper_figures/) is relative to it, as in the README."""
+    if not (EXPERIMENTS / "models.yaml").is_file():
+        problem = f"{Path.cwd()} has no {EXPERIMENTS / 'models.yaml'}"
+        raise ConfigError("working directory", "", problem, "the repository's root (./reproduce.sh goes there itself)")
+
+
 def _manifests(profile: str) -> Manifests:
     """The manifests, once `profile` is known to be one of them."""
     manifests = load_manifests(EXPERIMENTS)
@@ -308,7 +316,11 @@ def main(argv: list[str] | None = None) -> int:
             args.shard = claim_shard(os.environ)  # before anything asks CUDA (default_profile does)
         if getattr(args, "profile", "x") is None:
             args.profile = default_profile()
+        require_project_root()
         check_overrides(args.overrides)
+        if args.results.is_symlink() and not args.results.exists():
+            problem = f"{str(args.results)!r} is a link to {os.readlink(args.results)!r}, which does not exist"
+            raise ConfigError("command line", "--results", problem, "a results directory, or a path to make one at")
         if args.results.exists() and not args.results.is_dir() and args.command != "report":  # (report: its own)
             raise ConfigError("command line", "--results", f"{str(args.results)!r} is a file", "a results directory")
         if args.command in ("run", "evaluate") or (args.command == "grid" and not args.dry_run):

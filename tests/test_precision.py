@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from fileio import FILE_MODE
 from tiny_runs import project, tiny_config
 
 from gropd.config import load_manifests
@@ -52,3 +53,6 @@ def test_bf16_run_at_the_paper_lr_moves_its_float32_masters(tmp_path: Path, monk
     assert json.loads((run.final / "config.json").read_text())["dtype"] == "bfloat16"
     for name, tensor in masters.items():  # (the checkpoint keeps the tied lm_head once, as the embedding)
         torch.testing.assert_close(final[name], tensor.bfloat16(), rtol=0, atol=0)
+    # every file the run wrote has the mode a plain open() gives (safetensors wrote the weights 0600)
+    modes = {str(p.relative_to(run.root)): p.stat().st_mode & 0o777 for p in run.root.rglob("*") if p.is_file()}
+    assert {name for name, mode in modes.items() if mode != FILE_MODE} == set()

@@ -708,6 +708,42 @@ def test_a_run_with_other_settings_never_takes_over_the_registered_one(tmp_path)
     assert "not the registered" not in rows[0]
 
 
+def alias_bomb(levels: int = 9) -> str:
+    """A "billion laughs" YAML: each anchor a list of nine aliases of the one before (9**levels values)."""
+    lines = ["l0: &l0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def test_rough_front_door_cases_of_round_2_are_one_line_before_anything(project, capsys, tmp_path) -> None:
+    """Each was a traceback, a misleading message or a late refusal: an alias bomb in a run file (32 s and 3.7 GB in
+    `status`), the commands typed outside the repository ("'tiny' is not a profile (expected one of )"), --results on
+    a dangling link ("File exists"), experiments/runs/tiny a file (--dry-run passed, the run said "File exists")."""
+    run_file = project / "experiments" / "runs" / "tiny" / f"{RUN}.yaml"
+    run_file.parent.mkdir(parents=True)
+    run_file.write_text(alias_bomb())
+    bombed = "more than 100,000 values once its aliases"
+    assert bombed in refused(project, ["run", RUN, "--profile", "tiny"], capsys)
+    assert cli.main(["status", "--profile", "tiny"]) == 0  # status lists the run as broken, saying why
+    assert [line for line in capsys.readouterr().out.splitlines() if bombed in line][0].split()[:2] == [RUN, "broken"]
+    run_file.unlink()
+    run_file.parent.rmdir()
+    (project / "experiments" / "runs" / "tiny").write_text("")
+    for argv in (["grid", "table1", "--profile", "tiny", "--dry-run"], ["run", RUN, "--profile", "tiny"]):
+        assert "experiments/runs/tiny: <top level>: is not a directory" in refused(project, argv, capsys)
+    (project / "experiments" / "runs" / "tiny").unlink()
+    (project / "gone").symlink_to(tmp_path / "nowhere")
+    err = refused(project, ["--results", "gone", "run", RUN, "--profile", "tiny"], capsys)
+    assert "--results: 'gone' is a link to" in err and "which does not exist" in err
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.chdir(elsewhere)
+    for argv in (["run", RUN, "--profile", "tiny"], ["status"], ["report", "table1", "--profile", "tiny"]):
+        err = refused(project, argv, capsys)
+        assert f"working directory: <top level>: {elsewhere} has no experiments/models.yaml" in err
+        assert "the repository's root" in err
+
+
 def test_another_instruction_on_the_tiny_worlds_models_is_refused_before_anything_is_written(project, capsys) -> None:
     """The tiny world's models were trained on tiny_world.yaml's instruction and answer nothing else."""
     err = refused(project, ["run", RUN, "--profile", "tiny", "prompt.instruction=Say it."], capsys)

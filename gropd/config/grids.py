@@ -137,6 +137,8 @@ def _digest(body: str) -> str:
 def run_file_state(entry: RunEntry, path: Path) -> str:
     """What write_run_file does with `path`: "absent" and "outdated" (the grid changed) are written,
     "unchanged" and "kept edited" (its body no longer matches its header's digest) are kept."""
+    if path.parent.exists() and not path.parent.is_dir():
+        raise ConfigError(str(path.parent), "", "is not a directory", "the folder of this profile's run files")
     if not path.exists():
         return "absent"
     if not path.is_file():

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from fileio import (
+    FILE_MODE,
     RunFileError,
     append_jsonl,
     atomic_write_json,
@@ -42,12 +43,12 @@ SEAL = "files.json"
 
 
 def seal(directory: Path) -> None:
-    """Write directory/files.json: {relative path: size in bytes} of every file under `directory`."""
-    sizes = {
-        str(path.relative_to(directory)): path.stat().st_size
-        for path in sorted(directory.rglob("*"))
-        if path.is_file() and path.name != SEAL
-    }
+    """Write directory/files.json: {relative path: size in bytes} of every file under `directory`, each file given
+    the mode a plainly created one gets (FILE_MODE: safetensors writes its weights 0600)."""
+    files = [path for path in sorted(directory.rglob("*")) if path.is_file() and path.name != SEAL]
+    for path in files:
+        path.chmod(FILE_MODE)
+    sizes = {str(path.relative_to(directory)): path.stat().st_size for path in files}
     atomic_write_json(directory / SEAL, sizes)
 
 
