@@ -3,6 +3,7 @@ again; a run whose models changed since it started (a rebuilt tiny world) is not
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -51,6 +52,12 @@ def test_a_twin_is_copied_and_force_trains_anew(tmp_path: Path, monkeypatch: pyt
     assert "copied_from" not in execute(other, manifests, results, force=True)
     forced = execute(twin_config, manifests, results, force=True)
     assert "copied_from" not in forced and copy.checkpoints.exists()
+    # a finished run whose record cannot be believed (a score outside its range) is nobody's twin
+    summary = source.read_summary()
+    summary["suites"][next(iter(summary["suites"]))]["avg_at_k"] = 150.0
+    source.summary_path.write_text(json.dumps(summary))
+    shutil.rmtree(copy.root)
+    assert planned_state(twin_config, results, manifests) == "new"
 
 
 def test_a_run_whose_models_changed_is_refused_and_is_nobodys_twin(tmp_path: Path, monkeypatch) -> None:

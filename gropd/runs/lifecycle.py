@@ -217,8 +217,8 @@ def copy_twin(twin: RunDir, run_dir: RunDir, config: RunConfig, identity: dict[s
 
 def twin_to_copy(config: RunConfig, state: str, manifests: Manifests, results_root: Path, force: bool) -> RunDir | None:
     """The run whose results a new, unforced run takes instead of training (the twins section): a finished
-    or collapsed run under results_root/<profile>/ with the settings of `config` and the same models
-    (checkpoints_of); the first by name."""
+    or collapsed run under results_root/<profile>/ with the settings of `config`, the same models
+    (checkpoints_of) and a record that can be believed (RunDir.record_problem); the first by name."""
     if force or state != "new":
         return None
     wanted, checkpoints = settings_hash(config.model_dump(mode="json")), checkpoints_of(config, manifests)
@@ -229,8 +229,11 @@ def twin_to_copy(config: RunConfig, state: str, manifests: Manifests, results_ro
         try:
             status = candidate.read_status() or {}
             same_models = status.get("checkpoints") == checkpoints
-            if status.get("status") in DONE and same_models and settings_hash(candidate.read_config()) == wanted:
-                return candidate
+            config_data = candidate.read_config()
+            if status.get("status") in DONE and same_models and settings_hash(config_data) == wanted:
+                record = (candidate.read_metrics(), candidate.read_summary(), candidate.read_horizon())
+                if candidate.record_problem(status, config_data, *record) is None:
+                    return candidate
         except RunFileError:  # a broken run is nobody's twin; its own run reports it
             continue
     return None
