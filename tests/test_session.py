@@ -61,6 +61,7 @@ def test_liveness_rule() -> None:
     assert not is_alive({**me, "pid": dead_pid(), "pid_start": None})
     if me["pid_start"] is not None:  # Linux: a reused pid (other start time) is not the run's process
         assert not is_alive({**me, "pid_start": str(int(me["pid_start"]) + 1)})
+        assert not is_alive({"pid": 1, "host": here})  # pid 1 always exists: without its start time, not the run's
     now = time.time()
     fresh = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now - 60))
     stale = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now - STALE_AFTER_S - 60))

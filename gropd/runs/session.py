@@ -4,7 +4,8 @@ how it ended.
 Liveness, how `status` tells *running* from *resumable*: a session records `pid` and `host`
 (and, on Linux, the process's start time, so a reused pid is not mistaken for it) when it
 starts, and the training loop refreshes `updated` every step. A run that is not done is
-running when that process is alive: on the same host, the pid exists; on another host
+running when that process is alive: on the same host, the pid exists, is not a zombie and, on
+Linux, started when status.json says (a record without that time proves nothing); on another host
 (results/ on a shared filesystem), status.json was updated less than STALE_AFTER_S ago.
 Otherwise nobody is working on it and it is resumable.
 
@@ -148,7 +149,7 @@ def is_alive(status: dict[str, Any], now: float | None = None) -> bool:
         except PermissionError:
             pass
         recorded, current = status.get("pid_start"), process_start(pid)
-        return not zombie(pid) and (recorded is None or current is None or recorded == current)
+        return not zombie(pid) and (current is None or recorded == current)
     updated = status.get("updated")
     try:
         age = (now or time.time()) - datetime.strptime(updated, "%Y-%m-%dT%H:%M:%S").timestamp()
