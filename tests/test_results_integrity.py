@@ -287,6 +287,38 @@ def test_deleting_a_held_lock_never_lets_a_second_writer_in(project, capsys, del
         writer.wait()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("deleted", ["lock", "run directory"])
+def test_a_writer_whose_lock_or_run_directory_is_deleted_stops_before_its_next_write(
+    project, capsys, monkeypatch, deleted
+) -> None:
+    """The writer itself checks its hold before each step's writes (gropd/record/run_lock.py: require_held): once
+    its lock file or its run's directory is deleted mid-run, it stops with one line, exit 2, and writes nothing
+    more: no "failed" status (the run is not its own now), no directory made again without its config_hash."""
+    from gropd.train import loop
+
+    run = project / "results" / "tiny" / RUN
+    after_step = loop.print_progress
+
+    def delete_after_step_1(run_id, record, *args) -> None:
+        after_step(run_id, record, *args)
+        if record["step"] == 1:
+            lock_paths(run)[0].unlink() if deleted == "lock" else shutil.rmtree(run)
+
+    monkeypatch.setattr(loop, "print_progress", delete_after_step_1)
+    tiny = ["--profile", "tiny", "train.steps=3", "eval.questions=1", "eval.suites=[add]"]
+    assert cli.main(["run", RUN, *tiny]) == 2
+    err = capsys.readouterr().err
+    assert "stopped without writing more" in err and "Traceback" not in err
+    if deleted == "lock":
+        assert "its lock file" in err
+        status = RunDir(run).read_status()
+        assert (status["status"], status["step"], "wall_s" in status) == ("running", 1, False)
+        assert [r["step"] for r in RunDir(run).read_metrics()] == [1]
+    else:
+        assert "was deleted while this process wrote it" in err and not run.exists()
+
+
 def test_run_and_evaluate_refuse_a_run_another_process_holds(project, capsys) -> None:
     run = project / "results" / "tiny" / RUN
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(run)], stdout=subprocess.PIPE, text=True, cwd=REPO)

@@ -44,6 +44,14 @@ class RunBusyError(ConfigError):
     """Another process holds the run's lock: the message names the run and the holder."""
 
 
+class RunLostError(ConfigError):
+    """The run this process holds was taken from under it (its lock file or its directory deleted): it stops
+    writing at once, and records nothing more."""
+
+
+_HELD: dict[Path, int] = {}  # lock file -> its inode when this process took it (hold_run)
+
+
 def lock_paths(run_root: Path, role: str = "") -> tuple[Path, Path]:
     """(lock file, holder record) of the run at `run_root` for `role` ("" for the run's writer, "shard<r>")."""
     name = run_root.name + (f".{role}" if role else "")
@@ -129,6 +137,7 @@ def hold_run(run_root: Path, role: str = "", held: bool = True) -> Iterator[None
         return
     lock_path, holder_path = lock_paths(run_root, role)
     lock = taken(run_root, role)
+    _HELD[lock_path] = os.stat(lock_path).st_ino
     try:
         previous = read_holder(holder_path)
         if previous and not previous.get("released"):
@@ -139,6 +148,39 @@ def hold_run(run_root: Path, role: str = "", held: bool = True) -> Iterator[None
         try:
             yield
         finally:  # released on purpose, whatever ended the block (a process that dies records nothing)
-            atomic_write_json(holder_path, {**record, "released": time.strftime("%Y-%m-%dT%H:%M:%S")})
+            if _still_ours(lock_path):
+                atomic_write_json(holder_path, {**record, "released": time.strftime("%Y-%m-%dT%H:%M:%S")})
     finally:
+        _HELD.pop(lock_path, None)
         lock.release()
+
+
+def _still_ours(lock_path: Path) -> bool:
+    try:
+        return os.stat(lock_path).st_ino == _HELD.get(lock_path)
+    except FileNotFoundError:
+        return False
+
+
+def require_held(run_root: Path) -> None:
+    """RunLostError unless the run's writer lock this process took (hold_run) is still the file at its path and
+    the run's directory is still there. A lock file deleted (or deleted and made again: another writer's) leaves
+    this process's flock on a file nobody else meets, and a deleted directory would be recreated half: the writer
+    checks before each step's writes and stops. A process that holds no lock (a rank that does not write, a
+    child under its parent's hold) passes."""
+    lock_path, _ = lock_paths(run_root)
+    if lock_path not in _HELD:
+        return
+    if not run_root.is_dir():
+        problem = f"{run_root} was deleted while this process wrote it"
+    elif not _still_ours(lock_path):
+        problem = f"its lock file {lock_path} was deleted (or replaced) while this process held it"
+    else:
+        return
+    raise RunLostError(
+        str(run_root),
+        "run",
+        f"{problem}: stopped without writing more, since another writer could now start beside it",
+        "one writer per run: never delete files under .locks/ or a run's directory while it runs; the run resumes "
+        "from its last checkpoint (or start it again with --force)",
+    )

@@ -33,7 +33,7 @@ from typing import Any
 from gropd.config.errors import RunFileError
 from gropd.config.schema import BackendSettings
 from gropd.record.run_dir import RunDir
-from gropd.record.run_lock import RunBusyError, held_by_parent
+from gropd.record.run_lock import RunBusyError, RunLostError, held_by_parent
 
 STALE_AFTER_S = 30 * 60
 
@@ -88,16 +88,19 @@ def run_session(run_dir: RunDir, main: bool = True, backend: BackendSettings | N
         status = run_dir.update_status(pid=pid, pid_start=process_start(pid), host=socket.gethostname())
         if backend is not None:
             status = record_machine(run_dir, status, backend.numerics, backend.threads)
-    started = time.monotonic()
+    started, lost = time.monotonic(), False
     try:
         yield status
+    except RunLostError:  # the run is no longer this session's to write (gropd/record/run_lock.py)
+        lost = True
+        raise
     except Exception as err:
         if main:
             now = run_dir.read_status() or {}
             run_dir.update_status(status="failed", failed_in=now.get("status"), reason=f"{type(err).__name__}: {err}")
         raise
     finally:
-        if main:
+        if main and not lost:
             wall = (run_dir.read_status() or {}).get("wall_s") or 0.0
             run_dir.update_status(wall_s=round(wall + time.monotonic() - started, 1))
 

@@ -41,6 +41,7 @@ from gropd.model.components import PromptRenderer, build_rollout, build_teacher,
 from gropd.model.rollout.base import require_sampler_logprobs, samples_a_copy
 from gropd.record import tracking
 from gropd.record.run_dir import RunDir, seal
+from gropd.record.run_lock import require_held
 from gropd.train.prompts import PromptSampler, load_prompt_pool
 from gropd.train.step import StepContext, assign_prompts, print_progress, step_seed, train_step
 from gropd.train.world import layout_note, process_group_timeout, rank_share
@@ -133,6 +134,7 @@ def make_optimizer(config: RunConfig, model: torch.nn.Module):
 def save_checkpoint(accelerator: Accelerator, run_dir: RunDir, step: int, sampler: PromptSampler, keep: int) -> None:
     final, tmp = run_dir.checkpoints / f"step_{step}", run_dir.checkpoints / f"step_{step}.tmp"
     if accelerator.is_main_process:
+        require_held(run_dir.root)
         shutil.rmtree(tmp, ignore_errors=True)
     accelerator.wait_for_everyone()
     accelerator.save_state(str(tmp))
@@ -232,6 +234,7 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
             history.append(record)
             reason = broadcast_object_list([collapse_reason(history, config.collapse)])[0]  # rank 0 decides
             if accelerator.is_main_process:
+                require_held(run_dir.root)  # a writer whose lock or directory was deleted stops here
                 run_dir.append_metrics(record)
                 tracking.log_step(accelerator, record)
                 run_dir.update_status(step=step, status="running")
