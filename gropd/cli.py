@@ -26,6 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 from gropd.config import ConfigError, Manifests, load_manifests
+from gropd.console import survive_a_closed_reader
 from gropd.config.grids import grid_names
 from gropd.runs.jobs import run_grid_jobs
 from gropd.runs.lifecycle import run_state
@@ -291,6 +292,7 @@ def interrupted(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    survive_a_closed_reader()  # `| head` ends the console, never a run (gropd/console.py)
     quiet_libraries()
     args, extra = parser().parse_known_args(argv)
     bad = [item for item in extra if "=" not in item or item.startswith("-")]
