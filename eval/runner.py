@@ -218,6 +218,7 @@ def evaluate_model(
     thinking: bool = False,
     progress: bool = True,
     shard: tuple[int, int] = (0, 1),
+    shard_lost: Callable[[int], str | None] = lambda rank: None,
 ) -> dict | None:
     """Avg@K evaluation of the engine's model on `suites`; writes records and summary.json.
 
@@ -225,7 +226,8 @@ def evaluate_model(
     `</think>` in it). `thinking=True` when the prompt opens the think block itself, so a
     response without `</think>` has no answer. `shard` = (rank, world): this process samples its
     chunks of the evaluation (eval/shards.py); rank 0 then waits for the others, merges and returns
-    the summary dict, the other ranks return None.
+    the summary dict, the other ranks return None; `shard_lost(rank)` says why shard `rank` ended unfinished
+    (eval/shards.py: wait_for_shards).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -263,7 +265,7 @@ def evaluate_model(
             mark_done(out, rank, world)
             return None
         if world > 1:
-            wait_for_shards(out, world)
+            wait_for_shards(out, world, lost=shard_lost)
             sample_suites(everything=True)  # whatever no shard left on disk (normally nothing)
     entries = {name: merge_suite(out, name, spec, questions) for name, (spec, questions) in suites.items()}
     remove_shards(out)

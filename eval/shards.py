@@ -26,6 +26,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from fileio import atomic_write_text
@@ -58,12 +59,25 @@ def mark_done(out_dir: Path, rank: int, world: int) -> None:
     atomic_write_text(out_dir / SHARDS_DIR / f"done.{rank}of{world}", "")
 
 
-def wait_for_shards(out_dir: Path, world: int, say_every_s: float = 60.0) -> None:
-    """Return once shards 1 .. world-1 have all marked their chunks done (a shard that dies takes the
-    launcher's other processes with it: torchrun and accelerate launch stop them all)."""
-    marks = [out_dir / SHARDS_DIR / f"done.{rank}of{world}" for rank in range(1, world)]
+class ShardLostError(RuntimeError):
+    """A shard ended without marking its chunks done: rank 0 would wait for it for ever."""
+
+
+def wait_for_shards(
+    out_dir: Path, world: int, say_every_s: float = 60.0, lost: Callable[[int], str | None] = lambda rank: None
+) -> None:
+    """Return once shards 1 .. world-1 have all marked their chunks done. `lost(rank)` says why shard `rank` has
+    ended (None while it may still come): a shard that died on another node (whose launcher rank 0's does not
+    watch) or left on an error stops the wait with ShardLostError, at once, not at the job's time limit."""
+    marks = {rank: out_dir / SHARDS_DIR / f"done.{rank}of{world}" for rank in range(1, world)}
     said = started = time.monotonic()
-    while missing := [mark.name for mark in marks if not mark.exists()]:
+    while missing := [mark.name for mark in marks.values() if not mark.exists()]:
+        for rank, mark in marks.items():
+            if not mark.exists() and (why := lost(rank)) and not mark.exists():  # (marked, then released)
+                raise ShardLostError(
+                    f"shard {rank} of {world} ended without marking its chunks done ({why}): rank 0 stops "
+                    "waiting; evaluate again (every shard resumes from the records on disk)"
+                )
         if time.monotonic() - said >= say_every_s:
             waited = time.monotonic() - started
             print(f"[eval] rank 0 waits for {', '.join(missing)} ({waited:.0f} s)", file=sys.stderr, flush=True)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from eval.runner import chunk_seed, evaluate_model, read_records
-from eval.shards import assign_chunks
+from eval.shards import ShardLostError, assign_chunks, wait_for_shards
 from eval.suites import Question, SuiteSpec
 from gropd.config import ConfigError, RunFileError
 from gropd.model.rollout.base import RolloutBatch, SamplingSettings
@@ -180,6 +180,25 @@ def test_two_shards_write_the_records_and_summary_of_one(tmp_path):
         suffix = "json" if name == "summary" else "jsonl"
         assert (out / f"{name}.{suffix}").read_bytes() == (tmp_path / "one" / f"{name}.{suffix}").read_bytes()
     assert not (out / "shards").exists()
+
+
+def test_rank_0_stops_waiting_for_a_shard_that_ended_unfinished(tmp_path):
+    """wait_for_shards asks `lost` about every shard still unmarked: a reason stops the wait at once (before: it
+    waited for ever, "waits for done.9of16" every minute until the job's time limit); a shard that marked its
+    chunks is never asked about, whatever `lost` would say."""
+    (tmp_path / "shards").mkdir()
+    (tmp_path / "shards" / "done.2of3").write_text("")
+    asked = []
+
+    def lost(rank):
+        asked.append(rank)
+        return "pid 7 on host b is gone: its lock is free" if rank == 1 else None
+
+    with pytest.raises(ShardLostError, match=r"shard 1 of 3 ended without marking its chunks done \(pid 7 on host b"):
+        wait_for_shards(tmp_path, 3, lost=lost)
+    assert asked == [1]
+    (tmp_path / "shards" / "done.1of3").write_text("")
+    wait_for_shards(tmp_path, 3, lost=lambda rank: "would stop it")
 
 
 def test_shards_balance_the_tokens_a_chunk_is_expected_to_generate(tmp_path):

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ from tree_snapshot import changes, snapshot
 from gropd import cli
 from gropd.config import ConfigError, config_hash, config_yaml, load_manifests
 from gropd.record.run_dir import RunDir
-from gropd.record.run_lock import RunBusyError, current_holder, describe, hold_run, lock_paths
+from gropd.record.run_lock import RunBusyError, current_holder, describe, hold_run, lock_paths, shard_ended
 from gropd.report import build
 from gropd.report.publish import swap_in
 from gropd.runs.pipeline import load_run
@@ -209,6 +210,35 @@ with hold_run(Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(60)
 """
+
+
+def test_rank_0_tells_a_live_shard_from_one_that_ended_on_any_node(tmp_path) -> None:
+    """shard_ended, rank 0's question while it waits: a shard holding its lock is alive (None); once its process is
+    killed (SIGKILL: nothing recorded) its lock is free and it is gone; a record it released says so; a record older
+    than this attempt's rank 0 is an earlier attempt's, not this shard's (None: it may still start)."""
+    run = tmp_path / "results" / "tiny" / RUN
+    shard = subprocess.Popen(
+        [sys.executable, "-c", HOLDER.replace("hold_run(Path(sys.argv[1]))", "hold_run(Path(sys.argv[1]), 'shard1')"),
+         str(run)], stdout=subprocess.PIPE, text=True, cwd=REPO,
+    )  # fmt: skip
+    try:
+        assert shard.stdout.readline() == "held\n"
+        with hold_run(run):  # rank 0, after its shard
+            assert shard_ended(run, 1) is None
+            assert shard_ended(run, 2) is None  # never started
+            shard.send_signal(signal.SIGKILL)
+            shard.wait()
+            assert shard_ended(run, 1) == f"pid {shard.pid} on host {socket.gethostname()} is gone: its lock is free"
+            holder_path = lock_paths(run, "shard1")[1]
+            record = json.loads(holder_path.read_text())
+            holder_path.write_text(json.dumps({**record, "released": "2026-12-04T10:00:00"}))
+            assert "released its lock at 2026-12-04T10:00:00" in shard_ended(run, 1)
+            earlier = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 3600))
+            holder_path.write_text(json.dumps({**record, "since": earlier}))
+            assert shard_ended(run, 1) is None
+    finally:
+        shard.kill()
+        shard.wait()
 
 
 def test_a_second_writer_stops_at_once_naming_the_holder_and_a_dead_holders_lock_is_stale(tmp_path, capsys) -> None:

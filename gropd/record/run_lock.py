@@ -37,6 +37,8 @@ from fileio import atomic_write_json
 from gropd.config.errors import ConfigError
 
 LOCKS = ".locks"
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"  # a holder record's `since` and `released` (local time)
+SAME_ATTEMPT_S = 30.0  # a shard whose lock was taken this long before its rank 0's, or later, is this attempt's
 HELD_BY_PARENT = "GROPD_RUN_LOCK_HOLDER"  # "<holder pid>:<lock file>" in a child its holder waits for
 
 
@@ -142,14 +144,14 @@ def hold_run(run_root: Path, role: str = "", held: bool = True) -> Iterator[None
         previous = read_holder(holder_path)
         if previous and not previous.get("released"):
             print(f"note: {lock_path}: its last holder, {describe(previous)}, died holding it", file=sys.stderr)
-        since = time.strftime("%Y-%m-%dT%H:%M:%S")
+        since = time.strftime(TIME_FORMAT)
         record = {"pid": os.getpid(), "host": socket.gethostname(), "since": since, "command": " ".join(sys.argv)}
         atomic_write_json(holder_path, record)
         try:
             yield
         finally:  # released on purpose, whatever ended the block (a process that dies records nothing)
             if _still_ours(lock_path):
-                atomic_write_json(holder_path, {**record, "released": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                atomic_write_json(holder_path, {**record, "released": time.strftime(TIME_FORMAT)})
     finally:
         _HELD.pop(lock_path, None)
         lock.release()
@@ -184,3 +186,28 @@ def require_held(run_root: Path) -> None:
         "one writer per run: never delete files under .locks/ or a run's directory while it runs; the run resumes "
         "from its last checkpoint (or start it again with --force)",
     )
+
+
+def shard_ended(run_root: Path, rank: int) -> str | None:
+    """Why evaluation shard `rank` of the run at `run_root`, started with this attempt's rank 0 (its holder record
+    at most SAME_ATTEMPT_S older than the run's own), no longer holds its lock, or None while it holds it or has
+    not taken it yet: its record says released, or its lock is free (an flock dies with its process, on any node
+    of a filesystem with flock)."""
+    lock_path, holder_path = lock_paths(run_root, f"shard{rank}")
+    holder, rank0 = read_holder(holder_path), read_holder(lock_paths(run_root)[1])
+    try:
+        began, reference = (time.mktime(time.strptime(r["since"], TIME_FORMAT)) for r in (holder, rank0))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if began < reference - SAME_ATTEMPT_S:
+        return None  # an earlier attempt's record: this attempt's shard has not started yet
+    who = f"pid {holder.get('pid')} on host {holder.get('host')}"
+    if holder.get("released"):
+        return f"{who} released its lock at {holder['released']}"
+    probe = FileLock(lock_path, timeout=0)
+    try:
+        probe.acquire()
+    except Timeout:
+        return None
+    probe.release()
+    return f"{who} is gone: its lock is free"

@@ -22,6 +22,7 @@ from gropd.config.schema import RunConfig
 from gropd.model.checkpoints import CheckpointRef, checkpoint_ref, load_model, load_tokenizer
 from gropd.model.rollout.base import RolloutEngine, SamplingSettings
 from gropd.record.run_dir import RunDir
+from gropd.record.run_lock import shard_ended
 
 
 def model_under_test(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> tuple[CheckpointRef, str]:
@@ -140,4 +141,5 @@ def evaluate_run(
         mode=mode,
         thinking=mode == "think",
         shard=shard,
+        shard_lost=lambda rank: shard_ended(run_dir.root, rank),
     )
