@@ -6,6 +6,7 @@ previous set whole whatever stops it. Each case here went through on the code be
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -145,6 +146,10 @@ BEFORE_TRAINING = [
     (["eval.questions=100000"], "questions 500..100499 of suite add, which has 1000"),
     (["eval.first_question=1000", "eval.questions=null"], "questions 1000..999 of suite add"),
     (["backend.device=cuda"], "backend.device: cuda, but torch sees no CUDA device"),
+    (["train.prompts.source.tasks=[nosuch]"], "unknown tiny task 'nosuch'; valid tasks: add, sub"),
+    (["backend.teacher=server"], "backend.teacher: 'server', but no teacher server serves I4"),
+    (["backend.teacher=vllm"], "backend.teacher=vllm (in-process teacher scoring) needs the Python package 'vllm'"),
+    (["backend.rollout=vllm", "backend.old_logprobs=recompute"], "backend.rollout=vllm (student rollouts) needs"),
 ]
 
 
@@ -152,6 +157,8 @@ BEFORE_TRAINING = [
 def test_settings_that_would_fail_after_training_are_refused_before_anything(project, capsys, overrides, message):
     if "cuda" in message and __import__("torch").cuda.is_available():
         pytest.skip("this machine has CUDA")
+    if "'vllm'" in message and importlib.util.find_spec("vllm"):
+        pytest.skip("this machine has vLLM")
     for argv in (["grid", "table1", "--profile", "tiny", "--dry-run"], ["run", RUN, "--profile", "tiny"]):
         assert message in refused(project, [*argv, *overrides], capsys)
 

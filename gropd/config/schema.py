@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from eval.suites import HubSource
+from eval.tiny_tasks import check_task
 from gropd.credit import METHODS
 
 
@@ -51,6 +52,13 @@ class TinyPrompts(Strict):
     per_task: int = Field(ge=1, default=1000)
     seed: Seed = 0
     tasks: list[str] | None = Field(default=None, min_length=1)
+
+    @field_validator("tasks")
+    @classmethod
+    def _known_tasks(cls, tasks: list[str] | None) -> list[str] | None:
+        for task in tasks or []:
+            check_task(task)  # ValueError naming the valid ones
+        return tasks
 
 
 class PromptPool(Strict):

@@ -13,6 +13,9 @@ from types import ModuleType
 GPU_INSTALL_HINT = "./reproduce.sh gpu-env (requirements-gpu.txt into .venv, from any node)"
 
 
+VLLM_PURPOSES = {"rollout": "student rollouts", "teacher": "in-process teacher scoring"}  # backend.<key>=vllm
+
+
 class MissingDependencyError(ImportError):
     """An optional package needed by a chosen backend is not installed."""
 

@@ -8,6 +8,7 @@ teacher needs no address here: without backend.teacher_url the run follows its a
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import sys
@@ -32,7 +33,9 @@ from gropd.model.fit import (
     require_fit,
     trainer_memory,
 )
+from gropd.model.optional import VLLM_PURPOSES, require
 from gropd.model.rollout.base import require_sampler_logprobs
+from gropd.numerics import enter
 from gropd.runs.evaluation import suites_for
 from gropd.runs.lifecycle import models_of
 
@@ -65,6 +68,36 @@ def require_tiny_instruction(config: RunConfig, manifests: Manifests) -> None:
             repr(config.prompt.instruction),
             f"{recipe.instruction!r}, the instruction the tiny world's models were trained on (tiny_world.yaml)",
         )
+
+
+def require_started_teacher_server(config: RunConfig, manifests: Manifests) -> None:
+    """ConfigError when a tiny-profile run asks for a teacher server (backend.teacher=server) that nobody started:
+    no backend.teacher_url and no address file yet (gropd/model/teacher/server.py). A paper job starts its servers
+    beside its runs (experiments/launch/), which wait for them; nothing starts one for a tiny run, which waited 30
+    minutes for it."""
+    if config.kind != "train" or config.backend.teacher != "server" or config.profile != "tiny":
+        return
+    from gropd.model.teacher.server import teacher_address
+
+    label = models_of(config, manifests)["teacher"][0]
+    address = teacher_address(config.backend.teacher_url, label, os.environ)
+    if address.current() is None:
+        raise ConfigError(
+            "run config",
+            "backend.teacher",
+            f"'server', but no teacher server serves {label} ({address.describe()} names none)",
+            "backend.teacher=hf on the tiny profile, or a server started first (experiments/launch/teacher_server.sh "
+            "writes that file) or named by backend.teacher_url",
+        )
+
+
+def require_vllm_installed(config: RunConfig) -> None:
+    """MissingDependencyError (how to install it) when the run chooses a vLLM engine that this .venv lacks: at
+    plan time (found, not imported: the run imports it), not after its directory is written."""
+    installed = "vllm" in sys.modules or importlib.util.find_spec("vllm") is not None
+    for role, purpose in VLLM_PURPOSES.items():
+        if getattr(config.backend, role) == "vllm" and not installed:
+            require("vllm", f"backend.{role}=vllm ({purpose})")  # raises, naming how to install it
 
 
 def require_question_range(config: RunConfig, manifests: Manifests) -> None:
@@ -231,6 +264,7 @@ def preflight(config: RunConfig, manifests: Manifests) -> None:
     the answer matters (backend.device cuda, a vLLM engine): a CPU run is planned without loading it."""
     vllm = "vllm" in (config.backend.rollout, config.backend.teacher)
     if config.backend.device == "cuda" or vllm:
+        enter(config.backend.numerics)  # before torch loads here, as the run itself will (gropd/numerics.py)
         import torch
 
         cuda = torch.cuda.is_available()
@@ -244,6 +278,7 @@ def preflight(config: RunConfig, manifests: Manifests) -> None:
     require_device(config, cuda)
     require_question_range(config, manifests)
     require_tiny_instruction(config, manifests)
+    require_started_teacher_server(config, manifests)
     if cuda and vllm:
         require_fits(
             config,
@@ -252,3 +287,4 @@ def preflight(config: RunConfig, manifests: Manifests) -> None:
             world=int(os.environ.get("WORLD_SIZE", "1")),
             fsdp=os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true",
         )
+    require_vllm_installed(config)  # last: what the plan needs first, then what this .venv lacks

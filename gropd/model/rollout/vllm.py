@@ -58,7 +58,7 @@ from typing import Any
 
 import torch
 
-from gropd.model.optional import require
+from gropd.model.optional import VLLM_PURPOSES, require
 from gropd.model.rollout.base import (
     FINISH_REASONS,
     RolloutBatch,
@@ -163,7 +163,7 @@ class VLLMRollout:
         distributed: bool = True,
         logprobs: bool = True,
     ) -> None:
-        vllm = require("vllm", "backend.rollout=vllm (student rollouts)")
+        vllm = require("vllm", f"backend.rollout=vllm ({VLLM_PURPOSES['rollout']})")
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine: weight sync without a copy
         self._vllm = vllm
         self._rule = rule

@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gropd.model.fit import model_runner_v2
-from gropd.model.optional import require
+from gropd.model.optional import VLLM_PURPOSES, require
 from gropd.model.rollout.base import require_within
 from gropd.model.rollout.vllm import distributed_executor, engine_arguments
 
@@ -107,7 +107,7 @@ class VLLMTeacher:
         max_num_batched_tokens: int = 4096,
         tokenizer: str | None = None,
     ) -> None:
-        vllm = require("vllm", "backend.teacher=vllm (in-process teacher scoring)")
+        vllm = require("vllm", f"backend.teacher=vllm ({VLLM_PURPOSES['teacher']})")
         import torch
 
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process, as external_launcher requires
