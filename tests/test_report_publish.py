@@ -151,3 +151,19 @@ def test_a_build_keeps_its_own_set_where_mkdtemp_returns_absolute_paths(project,
     assert cli.main(["report", "table1", "--profile", "tiny"]) == 0
     assert (project / "paper_figures" / "tiny" / "table1.md").is_file()
     assert len(list((project / "paper_figures").glob(".tiny.*"))) == 1  # the published set alone
+
+
+def test_a_set_is_built_from_one_results_directory(project, capsys):
+    """Table 1 and 2 built from results/, then Table 1 from a copy elsewhere: Table 2 (built from results/) leaves
+    the set, said on stderr; before, the set mixed the two directories without a word."""
+    shutil.copytree(project / "results", project / "other")
+    published = project / "paper_figures" / "tiny"
+    assert (published / "table2.md").is_file()
+    capsys.readouterr()
+    assert cli.main(["--results", "other", "report", "table1", "--profile", "tiny"]) == 0
+    assert "note: table2 (table2.md, table2.tex, table2.csv) was built from results, this build reads other" in (
+        capsys.readouterr().err
+    )
+    roots = {json.loads(p.read_text())["results_root"] for p in published.glob("*.provenance.json")}
+    assert roots == {"other"} and not list(published.glob("table2.*"))
+    assert (published / "table1.md").is_file()

@@ -7,10 +7,11 @@ the files and the same Missing lines the artefact shows.
     paper_figures/<profile>            a symbolic link to the published set, replaced atomically (rename(2))
     paper_figures/.<profile>.<random>/  a set: the previous set's files, this build's written over them
 
-A set is staged in full (each file written and synced), then the link is renamed over the old one; the old
-set and any set a killed build left behind are removed afterwards. A `<profile>` that is still a plain
-directory (made before sets existed) is moved into a set once, first; a link whose set was removed (by hand) is
-replaced by a set of this build's files alone."""
+A set holds the artefacts of one results directory: a build from another leaves out the previous set's artefacts
+that their sidecars say another directory built (and says so). A set is staged in full (each file written and
+synced), then the link is renamed over the old one; the old set and any set a killed build left behind are removed
+afterwards. A `<profile>` that is still a plain directory (made before sets existed) is moved into a set once,
+first; a link whose set was removed (by hand) is replaced by a set of this build's files alone."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,19 +94,45 @@ def publish(ev: Evidence, artefacts: list[Artefact], out_dir: Path) -> list[Path
         require_results(ev, artefact)
     files = {name: data for a in artefacts for name, data in a.files.items()}
     files |= {f"{a.name}.provenance.json": provenance(ev, a) for a in artefacts}
-    swap_in(out_dir, {name: data if isinstance(data, bytes) else data.encode() for name, data in files.items()})
+    swap_in(
+        out_dir,
+        {name: data if isinstance(data, bytes) else data.encode() for name, data in files.items()},
+        lambda previous: built_elsewhere(previous, ev.results_root),
+    )
     return [out_dir / name for name in files]
 
 
-def swap_in(out_dir: Path, files: dict[str, bytes]) -> None:
-    """Make `files` part of the set published at `out_dir` (the module docstring): staged whole, then one rename."""
+def built_elsewhere(published: Path, results_root: Path) -> set[str]:
+    """The files of the set at `published` that another results directory built (their sidecars say which), said
+    on stderr: a build does not carry them into its set, so one set never mixes results directories."""
+    dropped: set[str] = set()
+    for sidecar in sorted(published.glob("*.provenance.json")):
+        try:
+            record = json.loads(sidecar.read_text())
+            root = Path(record["results_root"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # (not a sidecar of ours: left as it is)
+        if root.resolve() != results_root.resolve():
+            outputs = [name for name in record.get("outputs", []) if isinstance(name, str)]
+            dropped |= {sidecar.name, *outputs}
+            print(
+                f"note: {record.get('artefact')} ({', '.join(outputs)}) was built from {root}, this build reads "
+                f"{results_root}: it leaves the published set (a set is built from one results directory)",
+                file=sys.stderr,
+            )
+    return dropped
+
+
+def swap_in(out_dir: Path, files: dict[str, bytes], drop: Callable[[Path], set[str]] = lambda previous: set()) -> None:
+    """Make `files` part of the set published at `out_dir` (the module docstring): staged whole, then one rename;
+    the previous set's files named by `drop(previous set)` are not carried over."""
     parent, name = out_dir.parent, out_dir.name
     parent.mkdir(parents=True, exist_ok=True)
     with FileLock(parent / f".{name}-publish.lock", timeout=PUBLISH_WAIT_S):  # one publisher of a set at a time
-        _swap_in(out_dir, files)
+        _swap_in(out_dir, files, drop)
 
 
-def _swap_in(out_dir: Path, files: dict[str, bytes]) -> None:
+def _swap_in(out_dir: Path, files: dict[str, bytes], drop: Callable[[Path], set[str]]) -> None:
     out_dir = out_dir.absolute()  # mkdtemp's paths are absolute from Python 3.12 on: the cleanup compares with them
     parent, name = out_dir.parent, out_dir.name
     if out_dir.is_dir() and not out_dir.is_symlink():  # a plain directory from before sets: moved aside, linked
@@ -118,7 +147,8 @@ def _swap_in(out_dir: Path, files: dict[str, bytes]) -> None:
     try:
         staging.chmod(FILE_MODE | (FILE_MODE & 0o444) >> 2)  # a directory: searchable where readable
         if previous is not None:
-            shutil.copytree(previous, staging, dirs_exist_ok=True, ignore=lambda d, names: set(names) & set(files))
+            left_out = set(files) | drop(previous)
+            shutil.copytree(previous, staging, dirs_exist_ok=True, ignore=lambda d, names: set(names) & left_out)
         for file, data in files.items():
             atomic_write_with(staging / file, lambda tmp, data=data: Path(tmp).write_bytes(data))
         link = Path(f"{staging}.link")
