@@ -787,7 +787,8 @@ def alias_bomb(levels: int = 9) -> str:
 def test_rough_front_door_cases_of_round_2_are_one_line_before_anything(project, capsys, tmp_path) -> None:
     """Each was a traceback, a misleading message or a late refusal: an alias bomb in a run file (32 s and 3.7 GB in
     `status`), the commands typed outside the repository ("'tiny' is not a profile (expected one of )"), --results on
-    a dangling link ("File exists"), experiments/runs/tiny a file (--dry-run passed, the run said "File exists")."""
+    a dangling link ("File exists"), experiments/runs/tiny a file (--dry-run passed, the run said "File exists"), a
+    run directory that is a link elsewhere (--force said "or --force")."""
     run_file = project / "experiments" / "runs" / "tiny" / f"{RUN}.yaml"
     run_file.parent.mkdir(parents=True)
     run_file.write_text(alias_bomb())
@@ -801,6 +802,11 @@ def test_rough_front_door_cases_of_round_2_are_one_line_before_anything(project,
     for argv in (["grid", "table1", "--profile", "tiny", "--dry-run"], ["run", RUN, "--profile", "tiny"]):
         assert "experiments/runs/tiny: <top level>: is not a directory" in refused(project, argv, capsys)
     (project / "experiments" / "runs" / "tiny").unlink()
+    (tmp_path / "kept elsewhere").mkdir()
+    (project / "results" / "tiny" / RUN).symlink_to(tmp_path / "kept elsewhere")
+    for argv in (["run", RUN, "--profile", "tiny"], ["run", RUN, "--profile", "tiny", "--force"]):
+        assert f"results/tiny/{RUN}: <top level>: is a symbolic link to" in refused(project, argv, capsys)
+    (project / "results" / "tiny" / RUN).unlink()
     (project / "gone").symlink_to(tmp_path / "nowhere")
     err = refused(project, ["--results", "gone", "run", RUN, "--profile", "tiny"], capsys)
     assert "--results: 'gone' is a link to" in err and "which does not exist" in err

@@ -10,6 +10,8 @@ what `grid` would do. The plan keeps where each key came from, so the thread rul
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -110,10 +112,23 @@ def _plan(resolved: tuple[RunConfig, Origins], run_file: Path | None, results_ro
     return replace(unthreaded, config=run_threads(config, unthreaded.threads_on_purpose, results_root))
 
 
+def require_own_directory(root: Path) -> None:
+    """ConfigError when a run's directory is a symbolic link: its lock, its --force and its twins are the path's
+    under results/<profile>/, its files the target's (--force said "or --force"; a run there was another's)."""
+    if root.is_symlink():
+        raise ConfigError(
+            str(root),
+            "",
+            f"is a symbolic link to {os.readlink(root)}",
+            "a run directory of its own: move the run's files there, or remove the link (the run then starts anew)",
+        )
+
+
 def refusal(plan: RunPlan, state: str, manifests: Manifests) -> Exception | None:
     """Why `grid` would refuse to start this run (another process writing it, changed, unpinned, no teacher
     server, a tracker not installed, an engine that does not fit), or None."""
     try:
+        require_own_directory(plan.run_dir.root)
         if Ranks.of(plan.config).main:  # the run's writer (under a launcher, the other ranks see rank 0 holding it)
             check_free(plan.run_dir.root)
         if state == "changed":
