@@ -219,6 +219,34 @@ with hold_run(Path(sys.argv[1])):
 """
 
 
+def test_a_filesystem_without_flock_is_refused_not_given_soft_locks(tmp_path, monkeypatch) -> None:
+    """Where flock(2) fails with ENOSYS (Lustre without -o flock) filelock falls back to a soft lock file that a
+    killed holder leaves for good: taking a run's lock there stops naming the filesystem, and the job's check says
+    so; where flock works, both pass."""
+    import errno
+    import fcntl
+
+    from gropd.record import run_lock
+    from gropd.runs.preflight_env import flock_line
+
+    run = tmp_path / "results" / "tiny" / RUN
+    assert flock_line(run.parent / ".locks").status == "ok"
+    real = fcntl.flock
+
+    def no_flock(fd, operation):
+        if operation & fcntl.LOCK_UN == 0:
+            raise OSError(errno.ENOSYS, "Function not implemented")
+        return real(fd, operation)
+
+    monkeypatch.setattr(run_lock.fcntl, "flock", no_flock)
+    monkeypatch.setattr(run_lock, "_FLOCK_WORKS", set())
+    with pytest.raises(ConfigError, match=r"flock\(2\) fails there \(ENOSYS: Function not implemented\)"):
+        with hold_run(run):
+            pass
+    line = flock_line(run.parent / ".locks")
+    assert line.status == "FAILED" and "ENOSYS" in line.text and "-o flock" in line.text
+
+
 def test_rank_0_tells_a_live_shard_from_one_that_ended_on_any_node(tmp_path) -> None:
     """shard_ended, rank 0's question while it waits: a shard holding its lock is alive (None); once its process is
     killed (SIGKILL: nothing recorded) its lock is free and it is gone; a record it released says so; a record older

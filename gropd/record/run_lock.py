@@ -14,13 +14,15 @@ that holder and holds the lock now, goes on without taking it.
 
 A lock left by a dead process is stale by construction: the kernel drops an flock when its holder's file is
 closed, which a process's death does; the holder record it leaves unreleased is then only overwritten (with a
-note). On a shared filesystem this relies on flock across nodes (NFSv4, Lustre with `-o flock`, GPFS); on a
-filesystem without it filelock falls back to a lock file of its own. Lock files are never deleted: a waiter and a
-holder must meet on the same inode.
+note). On a shared filesystem this relies on flock across nodes (NFSv4, Lustre with `-o flock`, GPFS); a filesystem
+without flock (where filelock would fall back to a soft lock file of its own) is refused (require_flock). Lock files
+are never deleted: a waiter and a holder must meet on the same inode.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import socket
@@ -104,10 +106,45 @@ def held_by_parent(run_root: Path, role: str = "") -> bool:
     )
 
 
+_FLOCK_WORKS: set[Path] = set()  # lock directories whose filesystem this process has seen grant an flock
+
+
+def flock_problem(directory: Path) -> str | None:
+    """Why flock(2) does not work on the filesystem of `directory` (made if absent), None when it does: a probe
+    file there is locked and unlocked. Without flock filelock falls back, silently, to a soft lock file that a
+    killed holder leaves behind for good (Lustre mounted without -o flock)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / ".flock-probe", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except BlockingIOError:
+        pass  # another process probing now: flock works
+    except OSError as err:
+        return f"flock(2) fails there ({errno.errorcode.get(err.errno, err.errno)}: {err.strerror})"
+    finally:
+        os.close(fd)
+    return None
+
+
+def require_flock(directory: Path) -> None:
+    """ConfigError naming the filesystem's missing flock (flock_problem); checked once per directory a process."""
+    if directory in _FLOCK_WORKS:
+        return
+    if problem := flock_problem(directory):
+        raise ConfigError(
+            str(directory),
+            "--results",
+            f"{problem}: a run's lock would be a soft lock file that a killed job leaves for good",
+            "results on a filesystem with flock: a local disk, NFSv4, Lustre mounted with -o flock, GPFS",
+        )
+    _FLOCK_WORKS.add(directory)
+
+
 def taken(run_root: Path, role: str = "") -> FileLock:
     """The run's lock, acquired (the caller releases it); RunBusyError at once when another process holds it."""
     lock_path, holder_path = lock_paths(run_root, role)
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    require_flock(lock_path.parent)
     lock = FileLock(lock_path, timeout=0)
     try:
         lock.acquire()

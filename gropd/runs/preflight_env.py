@@ -16,6 +16,8 @@ holds the GPU environment of `./reproduce.sh gpu-env`), and a command to run by 
                     another model fails, no answer yet is a note (its runs wait GROPD_TEACHER_WAIT_S for it)
     disk            the results directory's filesystem holds one run's checkpoints: float32 masters and AdamW
                     state (12 bytes a parameter) for keep_checkpoints + 1 checkpoints, and the bf16 final model
+    run locks       flock(2) works in results/<profile>/.locks (without it a run's lock is a soft lock file that a
+                    killed job leaves behind for good)
 
 Each check prints one line, `ok`, `note` or `FAILED` (saying what to set); exit 2 when any failed.
 
@@ -40,6 +42,7 @@ from gropd.config import ConfigError, load_manifests, resolve_run
 from gropd.config.lock import read_lock
 from gropd.config.manifests import Manifests
 from gropd.model.hardware import MIN_DRIVER, nvidia_gpus, why_not_usable
+from gropd.record.run_lock import LOCKS, flock_problem
 
 EXPERIMENTS, GPU_REQUIREMENTS = Path("experiments"), Path("requirements-gpu.txt")
 CPUS_PER_PROCESS = 2
@@ -326,7 +329,16 @@ def pinned_lines(args: argparse.Namespace, environ: Mapping[str, str]) -> list[L
         lines.append(teacher_line(label, expected, address.current(), where, ask))
     results = args.results if args.results.exists() else Path(".")
     lines.append(disk_line(shutil.disk_usage(results).free, student_parameters(students, lock), keep, args.results))
+    lines.append(flock_line(args.results / args.profile / LOCKS))
     return lines
+
+
+def flock_line(locks: Path) -> Line:
+    """flock(2) works where the run locks live, results/<profile>/.locks (gropd/record/run_lock.py; made if absent)."""
+    if problem := flock_problem(locks):
+        fix = "put --results on a filesystem with flock (a local disk, NFSv4, Lustre mounted with -o flock, GPFS)"
+        return Line("FAILED", "run locks", f"{locks}: {problem}: {fix}")
+    return Line("ok", "run locks", f"flock(2) works in {locks}")
 
 
 def student_parameters(students: dict[str, str], lock: dict[str, Any]) -> dict[str, int]:
