@@ -167,6 +167,7 @@ by gpu-env, and stamped once installed): run ./reproduce.sh gpu-env once, from a
 fi
 if [ "$target" = gpu-env ]; then
   ensure_venv gpu
+  .venv/bin/python -c 'from gropd.runs.preflight_env import installed_pins_line; print(installed_pins_line())' >&2
   echo "gpu-env: .venv holds $(venv_files gpu | paste -sd ' ') (stamp .venv/.requirements.sha256); on a compute node: ./reproduce.sh check" >&2
   exit 0
 fi

@@ -26,6 +26,7 @@ from gropd.runs.preflight_env import (
     cpus_line,
     disk_line,
     gpus_line,
+    pins_line,
     snapshot_lines,
     teacher_line,
     torch_line,
@@ -37,10 +38,11 @@ H100 = ("NVIDIA H100 80GB HBM3", "580.65.06")
 
 
 def project(tmp_path: Path) -> Path:
-    """A project root: experiments/ with a made-up lock, and requirements-gpu.txt."""
+    """A project root: experiments/ with a made-up lock, and the requirements files."""
     root = tmp_path / "project"
     shutil.copytree(REPO / "experiments", root / "experiments", ignore=shutil.ignore_patterns("runs", "lock.yaml"))
-    shutil.copy(REPO / "requirements-gpu.txt", root / "requirements-gpu.txt")
+    for name in ("requirements.txt", "requirements-gpu.txt"):
+        shutil.copy(REPO / name, root / name)
     write_fake_lock(root / "experiments")
     return root
 
@@ -148,7 +150,9 @@ def test_a_gpu_node_with_everything_in_place_passes(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(torch, "__version__", "2.14.0+cu130")
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
-    monkeypatch.setattr(check.importlib.metadata, "version", lambda name: "0.33.0")
+    # installed: requirements.txt's pins, requirements-gpu.txt's over them (vLLM 0.33.0 among them)
+    pinned = {**check.gpu_pins(root / "requirements.txt"), **check.gpu_pins(root / "requirements-gpu.txt")}
+    monkeypatch.setattr(check.importlib.metadata, "version", lambda name: pinned.get(name.lower(), "1.0"))
     monkeypatch.setitem(sys.modules, "vllm", SimpleNamespace(__version__="0.33.0"))
     served = check.run_settings(check.load_manifests(Path("experiments")), "paper")[0]["I32"]
     with FakeVLLM(served=served) as server:
@@ -162,3 +166,18 @@ def test_a_gpu_node_with_everything_in_place_passes(tmp_path: Path, monkeypatch:
         and out.splitlines()[-1] == f"check: 0 failed of {len(out.splitlines()) - 1}: the job may start"
     )
     assert f"ok      teacher server: I32: {server.url} serves {served}" in out
+
+
+def test_pins_line_names_every_move_of_a_requirements_txt_pin() -> None:
+    """gpu-env installs requirements-gpu.txt over requirements.txt: a pin that file moves on purpose (torch, numpy)
+    is listed; one a dependency moved that no file names fails (numpy went 2.4.6 -> 2.3.5 without a word)."""
+    cpu = {"numpy": "2.4.6", "torch": "2.13.0", "pandas": "3.0.1"}
+    installed = {"numpy": "2.3.5", "torch": "2.14.0", "pandas": "3.0.1"}.get
+    silent = pins_line(cpu, {"torch": "2.14.0"}, installed)
+    assert silent.status == "FAILED" and "numpy 2.3.5, not requirements.txt's 2.4.6" in silent.text
+    on_purpose = pins_line(cpu, {"torch": "2.14.0", "numpy": "2.3.5"}, installed)
+    assert on_purpose.status == "ok"
+    assert on_purpose.text.endswith("numpy 2.3.5 (the CPU suite runs 2.4.6); torch 2.14.0 (the CPU suite runs 2.13.0)")
+    assert pins_line(cpu, {}, {"numpy": "2.4.6", "torch": "2.13.0"}.get).text == (
+        "every requirements.txt pin installed as pinned"
+    )

@@ -9,6 +9,8 @@ holds the GPU environment of `./reproduce.sh gpu-env`), and a command to run by 
                     CPUS_PER_PROCESS a process: a trainer's Python thread also drives its two vLLM engines'
                     schedulers and detokenisers, beside compilation and the math-verify workers
     vLLM            imports, at requirements-gpu.txt's version
+    pins            every requirements.txt pin installed as pinned, or moved by requirements-gpu.txt on purpose (a
+                    package a dependency moved without a file naming it fails: the CPU suite never ran it)
     snapshots       every model and dataset pinned in experiments/lock.yaml is in the Hub cache, which the job
                     reads offline (HF_HUB_OFFLINE=1 unless it is 0: then a missing one is downloaded, a note)
     teacher server  each teacher the profile's Table 1 runs score through a server answers /v1/models with its
@@ -44,7 +46,8 @@ from gropd.config.manifests import Manifests
 from gropd.model.hardware import MIN_DRIVER, nvidia_gpus, why_not_usable
 from gropd.record.run_lock import LOCKS, flock_problem
 
-EXPERIMENTS, GPU_REQUIREMENTS = Path("experiments"), Path("requirements-gpu.txt")
+EXPERIMENTS = Path("experiments")
+CPU_REQUIREMENTS, GPU_REQUIREMENTS = Path("requirements.txt"), Path("requirements-gpu.txt")
 CPUS_PER_PROCESS = 2
 CHECKPOINT_BYTES, FINAL_BYTES = 12, 2  # a parameter's float32 master + AdamW moments; its bf16 final copy
 
@@ -61,10 +64,44 @@ class Line:
         return f"{self.status:<7} {self.what}: {self.text}"
 
 
+def installed_version(name: str) -> str | None:
+    """The installed version of `name` without its local label (torch's 2.13.0+cpu is 2.13.0), None if absent."""
+    try:
+        return importlib.metadata.version(name).split("+")[0]
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def gpu_pins(path: Path) -> dict[str, str]:
     """name -> version of the `name==version` lines of a requirements file."""
     pairs = [line.split("#")[0].strip().split("==") for line in path.read_text().splitlines()]
     return {pair[0].strip().lower(): pair[1].strip() for pair in pairs if len(pair) == 2}
+
+
+def pins_line(cpu_pins: dict[str, str], gpu_pins: dict[str, str], installed: Callable[[str], str | None]) -> Line:
+    """Every requirements.txt pin as installed: one that requirements-gpu.txt moves on purpose is listed, one that
+    moved without a file naming it (a dependency's constraint: pip says nothing) fails. `installed(name)`: its
+    version here, None when absent."""
+    moved, silent = [], []
+    for name, pinned in sorted(cpu_pins.items()):
+        version = installed(name)
+        if version is None or version == pinned:
+            continue
+        if gpu_pins.get(name) == version:
+            moved.append(f"{name} {version} (the CPU suite runs {pinned})")
+        else:
+            silent.append(f"{name} {version}, not requirements.txt's {pinned}")
+    if silent:
+        fix = "pin it in requirements-gpu.txt on purpose (then the CPU suite's version is said), or resolve the conflict"
+        return Line("FAILED", "pins", f"moved by a dependency, named by no requirements file: {'; '.join(silent)}: {fix}")
+    if moved:
+        return Line("ok", "pins", f"as requirements.txt but for requirements-gpu.txt's {'; '.join(moved)}")
+    return Line("ok", "pins", "every requirements.txt pin installed as pinned")
+
+
+def installed_pins_line() -> Line:
+    """pins_line of this .venv (`./reproduce.sh gpu-env` prints it once it has installed)."""
+    return pins_line(gpu_pins(CPU_REQUIREMENTS), gpu_pins(GPU_REQUIREMENTS), installed_version)
 
 
 def gpus_line(
@@ -300,6 +337,7 @@ def environment_lines(processes: int, serving: bool, environ: Mapping[str, str])
     except Exception as err:  # noqa: BLE001 - any import failure is the line's finding
         error = f"{type(err).__name__}: {err}"
     lines.append(vllm_line(version, error, pins["vllm"]))
+    lines.append(installed_pins_line())
     return lines
 
 
