@@ -26,8 +26,8 @@ from collections import Counter
 from pathlib import Path
 
 from gropd.config import ConfigError, Manifests, load_manifests
-from gropd.console import survive_a_closed_reader
 from gropd.config.grids import grid_names
+from gropd.console import survive_a_closed_reader
 from gropd.runs.jobs import run_grid_jobs
 from gropd.runs.lifecycle import run_state
 from gropd.runs.pipeline import execute, find_run_file, grid_entries, materialise, planned_state

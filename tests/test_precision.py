@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from fileio import FILE_MODE
 from tiny_runs import project, tiny_config
 
+from fileio import FILE_MODE
 from gropd.config import load_manifests
 from gropd.model.checkpoints import checkpoint_ref
 from gropd.record.run_dir import RunDir

@@ -89,9 +89,14 @@ def test_snapshot_teacher_and_disk_lines() -> None:
     assert len(snapshot_lines(lock, cached, True, only="Qwen/Qwen3-32B")) == 1  # a server needs its own model only
 
     served = "Qwen/Qwen3-32B@" + "9" * 40
-    ask = lambda url: request_json(f"{url}/v1/models", None, timeout_s=5.0, max_retries=0, backoff_s=0.0)  # noqa: E731
+    ask = lambda endpoint, payload: request_json(endpoint, payload, timeout_s=1.0, max_retries=0, backoff_s=0.0)  # noqa: E731
     with FakeVLLM(served=served) as right, FakeVLLM(served="Qwen/Qwen3-32B@" + "0" * 40) as wrong:
         assert teacher_line("I32", served, right.url, "TEACHER_URL", ask).status == "ok"
+        assert right.requests[-1]["prompt"] == [[0, 1]] and right.requests[-1]["prompt_logprobs"] == 0
+        right.delays.append(3.0)  # a hung engine: /v1/models answers, a completion does not (before: "ok")
+        hung = teacher_line("I32", served, right.url, "TEACHER_URL", ask)
+        assert hung.status == "FAILED" and "did not score two tokens" in hung.text
+        assert "its engine is not serving" in hung.text
         other = teacher_line("I32", served, wrong.url, "TEACHER_URL", ask)
         assert other.status == "FAILED" and "manifest expects" in other.text
         gone = wrong.url

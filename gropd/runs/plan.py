@@ -11,7 +11,6 @@ what `grid` would do. The plan keeps where each key came from, so the thread rul
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass, replace
 from pathlib import Path
 

@@ -92,8 +92,9 @@ def pins_line(cpu_pins: dict[str, str], gpu_pins: dict[str, str], installed: Cal
         else:
             silent.append(f"{name} {version}, not requirements.txt's {pinned}")
     if silent:
-        fix = "pin it in requirements-gpu.txt on purpose (then the CPU suite's version is said), or resolve the conflict"
-        return Line("FAILED", "pins", f"moved by a dependency, named by no requirements file: {'; '.join(silent)}: {fix}")
+        fix = "pin it in requirements-gpu.txt on purpose (then the CPU suite's version is said), or resolve it"
+        found = f"moved by a dependency, named by no requirements file: {'; '.join(silent)}"
+        return Line("FAILED", "pins", f"{found}: {fix}")
     if moved:
         return Line("ok", "pins", f"as requirements.txt but for requirements-gpu.txt's {'; '.join(moved)}")
     return Line("ok", "pins", "every requirements.txt pin installed as pinned")
@@ -243,10 +244,20 @@ def hub_cache_gap(kind: str, repo: str, full: str) -> str | None:
     return f"missing {', '.join(absent[:3])}{' ...' if len(absent) > 3 else ''}" if absent else None
 
 
-def teacher_line(label: str, expected: str, url: str | None, where: str, ask: Callable[[str], dict[str, Any]]) -> Line:
+def teacher_line(
+    label: str, expected: str, url: str | None, where: str, ask: Callable[[str, dict[str, Any] | None], dict[str, Any]]
+) -> Line:
     """A served teacher: its server answers /v1/models at `url` (from TEACHER_URL or its address file, `where`)
-    with `expected`; `ask(url)` is that GET."""
-    from gropd.model.teacher.server import TeacherServerError, TeacherServerUnavailable, check_served_model
+    with `expected`, and its engine scores two tokens (vLLM lists its model before, and without, a working engine: a
+    hung engine passed, and each rank then waited up to GROPD_TEACHER_WAIT_S). `ask(endpoint, payload)` is the GET
+    (payload None) or POST."""
+    from gropd.model.teacher.server import (
+        TeacherServerError,
+        TeacherServerUnavailable,
+        check_served_model,
+        completion_payload,
+        parse_completion_response,
+    )
 
     start = f"sbatch experiments/launch/teacher_server.sh {label}"
     if url is None:
@@ -256,7 +267,7 @@ def teacher_line(label: str, expected: str, url: str | None, where: str, ask: Ca
             f"{label}: no address yet ({where}): is `{start}` queued? its runs wait up to GROPD_TEACHER_WAIT_S for it",
         )
     try:
-        card = check_served_model(ask(url), expected, url)
+        card = check_served_model(ask(f"{url}/v1/models", None), expected, url)
     except TeacherServerUnavailable as err:
         return Line(
             "note",
@@ -266,6 +277,11 @@ def teacher_line(label: str, expected: str, url: str | None, where: str, ask: Ca
         )
     except TeacherServerError as err:
         return Line("FAILED", "teacher server", f"{label}: {err}")
+    try:  # one prefill of tokens 0 and 1, the log-prob of token 1 back: what a rank asks, at its smallest
+        parse_completion_response(ask(f"{url}/v1/completions", completion_payload(expected, [[0, 1]])), [[0]], [[1]])
+    except TeacherServerError as err:  # (unavailable too: it listed its model, so the server is up)
+        problem = f"lists {expected} but did not score two tokens ({err}): its engine is not serving"
+        return Line("FAILED", "teacher server", f"{label}: {url} {problem}; restart it (`{start}`)")
     return Line("ok", "teacher server", f"{label}: {url} serves {expected} (max_model_len {card.get('max_model_len')})")
 
 
@@ -360,7 +376,9 @@ def pinned_lines(args: argparse.Namespace, environ: Mapping[str, str]) -> list[L
     lines = snapshot_lines(lock, hub_cache_gap, environ.get("HF_HUB_OFFLINE", "1") not in ("", "0"), only)
     if args.serving:
         return lines
-    ask = lambda url: request_json(f"{url}/v1/models", None, timeout_s=10.0, max_retries=0, backoff_s=0.0)  # noqa: E731
+    ask = lambda endpoint, payload: request_json(  # noqa: E731
+        endpoint, payload, timeout_s=10.0 if payload is None else 60.0, max_retries=0, backoff_s=0.0
+    )
     for label, expected in served.items():
         address = teacher_address(environ.get("TEACHER_URL"), label, environ)
         where = "TEACHER_URL" if address.url else str(address.file)
