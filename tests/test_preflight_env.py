@@ -146,6 +146,8 @@ def test_a_gpu_node_with_everything_in_place_passes(tmp_path: Path, monkeypatch:
         config = {"vocab_size": 151936, "num_key_value_heads": 8, "head_dim": 128, **shape}
         (snapshot / "config.json").write_text(json.dumps(config))
         (snapshot / "model.safetensors").write_text("weights")
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            (snapshot / name).write_text("{}")
     for repo, entry in lock["datasets"].items():
         snapshot = cache / f"datasets--{repo.replace('/', '--')}" / "snapshots" / entry["full"]
         snapshot.mkdir(parents=True)
@@ -171,6 +173,13 @@ def test_a_gpu_node_with_everything_in_place_passes(tmp_path: Path, monkeypatch:
         and out.splitlines()[-1] == f"check: 0 failed of {len(out.splitlines()) - 1}: the job may start"
     )
     assert f"ok      teacher server: I32: {server.url} serves {served}" in out
+    base = next(repo for repo in lock["models"] if repo.endswith("-Base"))  # a cache filled without a tokenizer
+    (
+        cache / f"models--{base.replace('/', '--')}" / "snapshots" / lock["models"][base]["full"] / "tokenizer.json"
+    ).unlink()
+    assert check.main(["--processes", "8"], {"SLURM_CPUS_PER_TASK": "64"}) == 2
+    failed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 1 and base in failed[0] and "missing tokenizer.json" in failed[0]
 
 
 def test_pins_line_names_every_move_of_a_requirements_txt_pin() -> None:

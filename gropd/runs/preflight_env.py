@@ -49,6 +49,7 @@ from gropd.record.run_lock import LOCKS, flock_problem
 EXPERIMENTS = Path("experiments")
 CPU_REQUIREMENTS, GPU_REQUIREMENTS = Path("requirements.txt"), Path("requirements-gpu.txt")
 CPUS_PER_PROCESS = 2
+MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json")  # a snapshot's files besides its weights
 CHECKPOINT_BYTES, FINAL_BYTES = 12, 2  # a parameter's float32 master + AdamW moments; its bf16 final copy
 
 
@@ -227,14 +228,15 @@ def snapshot_lines(
 
 
 def hub_cache_gap(kind: str, repo: str, full: str) -> str | None:
-    """What of snapshot `repo@full` the local Hub cache lacks (None: nothing): a model's config.json and every
-    weight file its index lists; a dataset's snapshot folder (its files are the ones `datasets` reads)."""
+    """What of snapshot `repo@full` the local Hub cache lacks (None: nothing): a model's config.json, its tokenizer
+    (MODEL_FILES: a cache filled with weights alone failed only once a rank loaded the tokenizer) and every weight
+    file its index lists; a dataset's snapshot folder (its files are the ones `datasets` reads)."""
     from huggingface_hub import constants, try_to_load_from_cache
 
     if kind == "dataset":
         folder = Path(constants.HF_HUB_CACHE) / f"datasets--{repo.replace('/', '--')}" / "snapshots" / full
         return None if folder.is_dir() and any(folder.iterdir()) else f"no {folder}"
-    files = ["config.json"]
+    files = list(MODEL_FILES)
     index = try_to_load_from_cache(repo, "model.safetensors.index.json", revision=full)
     if isinstance(index, str):
         files += sorted(set(json.loads(Path(index).read_text())["weight_map"].values()))
