@@ -154,6 +154,9 @@ def test_a_gpu_node_with_everything_in_place_passes(tmp_path: Path, monkeypatch:
         (snapshot / "data.parquet").write_text("rows")
     monkeypatch.setattr(check, "nvidia_gpus", lambda: [H100] * 8)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    taken = {}  # device -> bytes another process holds
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda index: (80 * 2**30 - taken.get(index, 0), 80 * 2**30))
     monkeypatch.setattr(torch, "__version__", "2.14.0+cu130")
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
@@ -173,6 +176,14 @@ def test_a_gpu_node_with_everything_in_place_passes(tmp_path: Path, monkeypatch:
         and out.splitlines()[-1] == f"check: 0 failed of {len(out.splitlines()) - 1}: the job may start"
     )
     assert f"ok      teacher server: I32: {server.url} serves {served}" in out
+    taken[3] = 20 * 2**30  # another job's 20 GiB on GPU 3
+    assert check.main(["--processes", "8"], {"SLURM_CPUS_PER_TASK": "64"}) == 2
+    failed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("FAILED")]
+    assert failed == [
+        "FAILED  GPU memory: already in use (GPU 3: 20.0 GiB; nvidia-smi names the processes): end them, or ask "
+        "Slurm for GPUs of your own (--exclusive)"
+    ]
+    taken.clear()
     base = next(repo for repo in lock["models"] if repo.endswith("-Base"))  # a cache filled without a tokenizer
     (
         cache / f"models--{base.replace('/', '--')}" / "snapshots" / lock["models"][base]["full"] / "tokenizer.json"

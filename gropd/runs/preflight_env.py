@@ -4,6 +4,7 @@ holds the GPU environment of `./reproduce.sh gpu-env`), and a command to run by 
 
     GPUs            torch sees exactly --processes CUDA devices, one per process the launcher starts (with
                     --serving: at least that many, the server's tensor-parallel size)
+    GPU memory      nothing else holds more than a tenth of any of them (vLLM refuses to start below its fraction)
     torch build     requirements-gpu.txt's torch, built for a CUDA the NVIDIA driver runs (hardware.MIN_DRIVER)
     CPUs            this step may run on the CPUs the job asked per task (SLURM_CPUS_PER_TASK) and on at least
                     CPUS_PER_PROCESS a process: a trainer's Python thread also drives its two vLLM engines'
@@ -104,6 +105,23 @@ def pins_line(cpu_pins: dict[str, str], gpu_pins: dict[str, str], installed: Cal
 def installed_pins_line() -> Line:
     """pins_line of this .venv (`./reproduce.sh gpu-env` prints it once it has installed)."""
     return pins_line(gpu_pins(CPU_REQUIREMENTS), gpu_pins(GPU_REQUIREMENTS), installed_version)
+
+
+MAX_TAKEN = 0.1  # of a card's memory that something else may hold when the job starts
+
+
+def memory_line(free_total: list[tuple[int, int]]) -> Line:
+    """Each visible GPU's memory is free when the job starts, (free, total) bytes a device: the run's engines take
+    fixed fractions of a card (backend.*_gpu_fraction) beside the trainer, and vLLM refuses to start when less than
+    its fraction is free, only once the student has loaded."""
+    taken = [
+        (index, total - free) for index, (free, total) in enumerate(free_total) if total - free > MAX_TAKEN * total
+    ]
+    if taken:
+        held = ", ".join(f"GPU {index}: {used / 2**30:.1f} GiB" for index, used in taken)
+        problem = f"already in use ({held}; nvidia-smi names the processes)"
+        return Line("FAILED", "GPU memory", f"{problem}: end them, or ask Slurm for GPUs of your own (--exclusive)")
+    return Line("ok", "GPU memory", f"{len(free_total)} GPU(s) free (at most {MAX_TAKEN:.0%} of each in use)")
 
 
 def gpus_line(
@@ -345,6 +363,8 @@ def environment_lines(processes: int, serving: bool, environ: Mapping[str, str])
             cuda_works=torch.cuda.is_available(),
         ),
     ]
+    if torch.cuda.is_available():
+        lines.append(memory_line([torch.cuda.mem_get_info(index) for index in range(torch.cuda.device_count())]))
     asked = environ.get("SLURM_CPUS_PER_TASK", "")
     lines.append(cpus_line(len(os.sched_getaffinity(0)), int(asked) if asked.isdigit() else None, processes))
     try:
