@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 P1, P2, P3, P4 = "I4nothink-I1.7nothink", "I32nothink-I1.7nothink", "I4think-B1.7", "B4-B1.7"
 P5 = "I32think-B1.7"
 TINY_SUITES = ("add", "sub", "mul")
+STEPS = 10  # train.steps of the fixtures' tiny profile: a finished run's metric rows (metric_rows(STEPS, ...))
 PAPER_SUITES = {  # key: (title, K, paper questions), docs/DESIGN.md §2 (Table 5)
     "aime24": ("AIME 2024", 32, 30),
     "aime25": ("AIME 2025", 32, 30),
@@ -41,15 +42,22 @@ def dump(path: Path, data: Any) -> None:
 
 
 def write_experiments(
-    root: Path, table1_seeds: tuple[int, ...] = (0,), report: dict | None = None, grids: dict[str, dict] | None = None
+    root: Path,
+    table1_seeds: tuple[int, ...] = (0,),
+    report: dict | None = None,
+    grids: dict[str, dict] | None = None,
+    steps: int = STEPS,
 ) -> Path:
     """A small experiments/ tree: the real models/pairings/train/profiles/report.yaml, own grids and suites;
-    `grids` replaces or adds the named grids (name -> grid body without its `name`; None removes it)."""
+    `grids` replaces or adds the named grids (name -> grid body without its `name`; None removes it); the tiny
+    profile's train.steps is `steps` (a finished run's metric rows: RunDir.record_problem)."""
     exp = root / "experiments"
     exp.mkdir(parents=True)
     for name in ("models.yaml", "pairings.yaml", "train.yaml"):
         shutil.copy(REPO / "experiments" / name, exp / name)
     shutil.copytree(REPO / "experiments" / "profiles", exp / "profiles")
+    tiny = exp / "profiles" / "tiny.yaml"
+    tiny.write_text(tiny.read_text().replace("\n  steps: 100 ", f"\n  steps: {steps} ", 1))
     real_report = yaml.safe_load((REPO / "experiments" / "report.yaml").read_text())
     dump(exp / "report.yaml", {**real_report, **(report or {})})
     dump(

@@ -17,6 +17,7 @@ from report_fixtures import (
     P3,
     P4,
     P5,
+    STEPS,
     dump,
     evidence,
     macro_summary,
@@ -253,7 +254,8 @@ def test_claim_6_medians_pooled_over_grids_paired_over_common_seeds(tmp_path):
     write_experiments(tmp_path, grids={"table1": table1_grid(P1, P3), "gamma": None, "table6": None})
 
     def rows(median: float) -> list[dict]:
-        return metric_rows(3, pressure_normalised=[median - 1, median, 1000.0], pressure_retained=0.0)
+        values = [median - 1] * 4 + [median] * 2 + [1000.0] * 4  # STEPS of them, median `median`
+        return metric_rows(STEPS, pressure_normalised=values, pressure_retained=0.0)
 
     for seed, (cross, matched) in enumerate(((9.0, 1.0), (11.0, 2.0))):
         write_run(tmp_path / "results", "tiny", seeded(f"table1__{P3}__gropd", seed), metrics=rows(cross))

@@ -50,7 +50,7 @@ def reward(s):
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("world")
-    write_experiments(tmp_path, grids={"fig1": FIG1, "table6": None})
+    write_experiments(tmp_path, grids={"fig1": FIG1, "table6": None}, steps=30)  # every finished run: 30 steps
     res = tmp_path / "results"
     batches = [
         saved_batch([([1, 1, 1, 0, 0, 0, 0, 0], True), ([0, 0, 0, 1, 1, 1, 1, 1], False)], 2),
@@ -61,7 +61,7 @@ def world(tmp_path_factory):
     write_run(res, "tiny", f"fig1__{P3}__score", horizon=separation_curve([saved_batch([([1, 0], False)] * 2, 2)]))
     length, falling = (lambda s: 20.0 + 15 * s), (lambda s: 0.6 - 0.05 * s)
     write_run(
-        res, "tiny", f"fig1__{P1}__raw", metrics=metric_rows(12, mean_response_len=length, verifier_reward=falling)
+        res, "tiny", f"fig1__{P1}__raw", metrics=metric_rows(30, mean_response_len=length, verifier_reward=falling)
     )
     write_run(
         res,
@@ -82,7 +82,7 @@ def world(tmp_path_factory):
     for lam in (0.2, 0.25):
         for gamma in (0.99, 1.0):
             rows = metric_rows(
-                20,
+                30,
                 mean_response_len=lambda s, gamma=gamma: 47.0 + (0.25 * s if gamma == 1.0 else 0.0),
                 verifier_reward=reward,
                 pearson_score_len=lambda s: None if s % 2 else 0.3,
@@ -132,7 +132,7 @@ def test_fig3a_lines_colours_readable_axes_and_seeds(world, drawn):
         "vanilla OPD",
     ]
     assert drawn["fig3"]["notes"] == [
-        f"`lambda__{P2}__gropd-lam0.25`: running, step 10 of 100 (partial line)",
+        f"`lambda__{P2}__gropd-lam0.25`: running, step 10 of 30 (partial line)",
         f"`lambda__{P2}__opd`: not run",
     ]
 
@@ -156,8 +156,8 @@ def test_fig4_centred_averages_and_a_log_axis_with_plain_ticks(world, drawn):
     assert a.get_ylabel() == "mean response length (tokens)" and d.get_title() == "(D) Spearman(S, reward)"
     assert [len(ax.get_lines()) for ax in (a, b, c, d)] == [4, 4, 4, 2]  # λ = .2 has no Spearman values
     assert [line.get_linestyle() for line in a.get_lines()] == ["-", "--", "-", "--"]
-    assert list(c.get_lines()[0].get_xdata()) == list(range(2, 21, 2))  # null Pearson steps skipped
-    lengths = [47.0 + 0.25 * s for s in range(1, 21)]
+    assert list(c.get_lines()[0].get_xdata()) == list(range(2, 31, 2))  # null Pearson steps skipped
+    lengths = [47.0 + 0.25 * s for s in range(1, 31)]
     assert list(a.get_lines()[1].get_ydata()) == pytest.approx(moving_mean(lengths, 10, True))
     assert a.get_lines()[1].get_ydata()[0] == pytest.approx(statistics.fmean(lengths[:6]))  # v_1..v_6 (window 10)
     fig.canvas.draw()
@@ -203,7 +203,7 @@ def test_fig1_raw_score_drawn_over_gropd_with_the_cap(world, drawn):
     *runs, cap = c.get_lines()
     assert list(cap.get_ydata()) == [200, 200] and cap.get_label() == "generation cap (200 tokens)"
     (_, _, gropd_bold), (faint, _, raw_bold) = triples(runs)  # GR-OPD first, the raw score on top
-    assert list(faint.get_ydata()) == [20.0 + 15 * s for s in range(1, 13)]
+    assert list(faint.get_ydata()) == [20.0 + 15 * s for s in range(1, 31)]
     assert raw_bold.get_zorder() > gropd_bold.get_zorder() and raw_bold.get_linestyle() == "-."
     assert to_rgba(raw_bold.get_color()) == to_rgba("tab:blue") != to_rgba(gropd_bold.get_color())
     assert (

@@ -7,7 +7,7 @@ import importlib.util
 import json
 
 import yaml
-from report_fixtures import P1, P2, REPO, macro_summary, metric_rows, write_experiments, write_run
+from report_fixtures import P1, P2, REPO, STEPS, macro_summary, metric_rows, write_experiments, write_run
 
 spec = importlib.util.spec_from_file_location("report_fingerprint", REPO / "tools" / "report_fingerprint.py")
 report_fingerprint = importlib.util.module_from_spec(spec)
@@ -18,11 +18,13 @@ def results_with_table1(root, opd_macro: float):
     fig1 = yaml.safe_load((REPO / "experiments" / "grids" / "fig1.yaml").read_text())
     write_experiments(root, grids={"fig1": {k: v for k, v in fig1.items() if k != "name"}})
     for method, value in (("gropd", 40.0), ("opd", opd_macro)):
-        metrics = metric_rows(5, verifier_reward=lambda s: 0.1 * s, mean_response_len=50.0)
+        metrics = metric_rows(STEPS, verifier_reward=lambda s: 0.1 * s, mean_response_len=50.0)
         write_run(
             root / "results", "tiny", f"table1__{P1}__{method}", metrics=metrics, eval_summary=macro_summary(value)
         )
-    curve = metric_rows(5, verifier_reward=0.3, mean_response_len=50.0, pressure_normalised=1.0, pressure_retained=0.5)
+    curve = metric_rows(
+        STEPS, verifier_reward=0.3, mean_response_len=50.0, pressure_normalised=1.0, pressure_retained=0.5
+    )
     for run_id in (f"lambda__{P1}__gropd-lam0.5", f"gamma__{P2}__gropd-lam0.2-gamma1", f"fig1__{P1}__raw"):
         write_run(root / "results", "tiny", run_id, metrics=curve)  # every artefact has a finished run to show
     write_run(root / "results", "tiny", "table6__B1.7-default", eval_summary=macro_summary(20.0))

@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from report_fixtures import P1, P2, P3, metric_rows, scored, table1_grid, write_experiments, write_run
+from report_fixtures import P1, P2, P3, STEPS, metric_rows, scored, table1_grid, write_experiments, write_run
 
 from gropd.report import build
 from gropd.report.page import unstamped
@@ -187,7 +187,7 @@ def built(tmp_path_factory) -> Path:
     collapsed seed), the λ and γ sweeps with dynamics and pressure, Table 6, the claims."""
     root = tmp_path_factory.mktemp("page")
     write_experiments(root, grids={"table1": table1_grid(P1, P3, seeds=(0, 1))})
-    dynamics = metric_rows(12, verifier_reward=lambda s: 0.3 + 0.01 * s, mean_response_len=50.0)
+    dynamics = metric_rows(STEPS, verifier_reward=lambda s: 0.3 + 0.01 * s, mean_response_len=50.0)
     dynamics = [row | {"pressure_normalised": 1.0 + row["step"], "pressure_retained": 0.5} for row in dynamics]
     scored(root, f"table1__{P1}__gropd", [40.25, 41.5], metrics=dynamics)
     scored(root, f"table1__{P1}__opd", [38.0, 38.625], metrics=dynamics)
@@ -259,7 +259,7 @@ def test_the_provenance_names_the_machine_each_run_computed_on(tmp_path: Path) -
     }
     scored(tmp_path, f"table1__{P1}__gropd", [30.0])
     write_run(
-        tmp_path / "results", "tiny", f"table1__{P1}__opd", fields={"machines": [machine]}, metrics=metric_rows(3)
+        tmp_path / "results", "tiny", f"table1__{P1}__opd", fields={"machines": [machine]}, metrics=metric_rows(STEPS)
     )
     build(
         ["table1"],

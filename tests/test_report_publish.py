@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from report_fixtures import P1, P3, macro_summary, scored, table1_grid, write_experiments, write_run
+from report_fixtures import P1, P3, STEPS, macro_summary, metric_rows, scored, table1_grid, write_experiments, write_run
 from tree_snapshot import changes, snapshot
 
 from gropd import cli
@@ -30,7 +30,7 @@ def project(tmp_path, monkeypatch):
         tmp_path / "results",
         "tiny",
         f"lambda__{P1}__gropd-lam0.5",
-        metrics=[{"step": 1, "pressure_normalised": 1.0, "pressure_retained": 0.5}],
+        metrics=metric_rows(STEPS, pressure_normalised=1.0, pressure_retained=0.5),
     )
     monkeypatch.chdir(tmp_path)
     assert cli.main(["report", "table1", "table2", "--profile", "tiny"]) == 0

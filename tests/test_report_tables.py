@@ -16,6 +16,7 @@ from report_fixtures import (
     P1,
     P2,
     P3,
+    STEPS,
     dump,
     macro_summary,
     metric_rows,
@@ -176,12 +177,13 @@ def test_rows_beyond_the_paper_compare_by_paired_seeds_with_both_paper_methods(t
 
 
 def test_table2_is_the_median_per_run_pooled_over_every_grid(tmp_path):
-    """λ-sweep P1 λ = .25 seed 0: normalised 1, 2, 100 (median 2, mean 34.3); Table 1's twin of it (a copy) and
-    Table 1's seed 1: 3, 4, 5 (median 4). Pooled: seeds 0, 1: mean 3, sample std √2."""
+    """λ-sweep P1 λ = .25 seed 0: normalised 1 ×4, 2 ×2, 100 ×4 (median 2, mean 40.6); Table 1's twin of it (a copy)
+    and Table 1's seed 1: 3 ×4, 4 ×2, 5 ×4 (median 4). Pooled: seeds 0, 1: mean 3, sample std √2."""
     write_experiments(tmp_path)
-    normalised = {0: [1.0, 2.0, 100.0], 1: [3.0, 4.0, 5.0]}
+    normalised = {0: [1.0] * 4 + [2.0] * 2 + [100.0] * 4, 1: [3.0] * 4 + [4.0] * 2 + [5.0] * 4}
     rows = {
-        s: metric_rows(3, pressure_normalised=v, pressure_retained=[x / 4 for x in v]) for s, v in normalised.items()
+        s: metric_rows(STEPS, pressure_normalised=v, pressure_retained=[x / 4 for x in v])
+        for s, v in normalised.items()
     }
     lam_run = f"lambda__{P1}__gropd-lam0.25"
     write_run(tmp_path / "results", "tiny", lam_run, metrics=rows[0])
@@ -192,17 +194,18 @@ def test_table2_is_the_median_per_run_pooled_over_every_grid(tmp_path):
     md = files["table2.md"]
     assert row(md, T1, "0.25", "0.99") == [T1, "0.25", "0.99", "2", "3.00 ± 1.41", "0.75 ± 0.35"]
     assert row(md, T1, "0.5", "0.99")[3:] == ["0", "—", "—"]
-    assert f"`{lam_run.replace('0.25', '0.5')}`: running, step 2 of 100" in md
+    assert f"`{lam_run.replace('0.25', '0.5')}`: running, step 2 of {STEPS}" in md
     assert "median" in md and "paper (reference)" not in md
     assert json.loads(files["table2.provenance.json"])["missing"] == [
-        f"`{lam_run.replace('0.25', '0.5')}`: running, step 2 of 100",
+        f"`{lam_run.replace('0.25', '0.5')}`: running, step 2 of {STEPS}",
         f"`lambda__{P2}__gropd-lam0.25`: not run",
     ]
 
 
 def test_table2_and_table6_show_the_papers_values_on_the_paper_profile(tmp_path):
     write_experiments(tmp_path)
-    rows = metric_rows(2, pressure_normalised=[3.0, 5.0], pressure_retained=[1.5, 2.5])
+    steps = 200  # the paper profile's (a finished run ran every step): medians 4 and 2
+    rows = metric_rows(steps, pressure_normalised=[3.0, 5.0] * 100, pressure_retained=[1.5, 2.5] * 100)
     write_run(tmp_path / "results", "paper", f"lambda__{P1}__gropd-lam0.5", metrics=rows)
     scores = {suite: 10.0 for suite in ("aime24", "aime25", "amc23", "math500", "minerva", "olympiadbench")}
     write_run(tmp_path / "results", "paper", "table6__B1.7-default", eval_summary=summary(scores))

@@ -515,6 +515,10 @@ def verdict_of(claims_md: str, key: str) -> str:
 
 DAMAGE = {
     "cut short": lambda run: run.metrics_path.write_text("".join(run.metrics_path.read_text().splitlines(True)[:1])),
+    "finished early": lambda run: (  # metrics and status.json cut alike: step 9 of train.steps 10, "finished"
+        run.metrics_path.write_text("".join(run.metrics_path.read_text().splitlines(True)[:9])),
+        run.update_status(step=9),
+    ),
     "repeated steps": lambda run: run.metrics_path.write_text(run.metrics_path.read_text() * 2),
     "out of order": lambda run: run.metrics_path.write_text(
         "".join(reversed(run.metrics_path.read_text().splitlines(True)))

@@ -164,8 +164,8 @@ class RunDir:
     ) -> str | None:
         """Why the record of a run whose training ended cannot be believed, None when it can: status.json and
         config.yaml name the run and profile of the directory they are in (results/<profile>/<run_id>/), a
-        train or score run's metrics.jsonl holds steps 1..N once each, in order, N its status's step, and its summary
-        and J_H curve are within their ranges
+        train or score run's metrics.jsonl holds steps 1..N once each, in order, N its status's step (a train run
+        finished uncollapsed: N its train.steps), and its summary and J_H curve are within their ranges
         (gropd/record/ranges.py). A reader shows such a run as missing, never as a number."""
         place = {"profile": self.root.parent.name, "run_id": self.root.name}
         for name, record in (("status.json", status), ("config.yaml", config)):
@@ -183,6 +183,9 @@ class RunDir:
             return f"{self.metrics_path.name} has {what} ({len(steps)} records)"
         if len(steps) != last:
             return f"{self.metrics_path.name} ends at step {len(steps)}, but status.json at step {last} (cut short?)"
+        planned = (config.get("train") or {}).get("steps")
+        if config.get("kind") == "train" and status["status"] == "finished" and steps and last != planned:
+            return f"status.json says finished at step {last}, but train.steps is {planned} (cut short?)"
         return None
 
     # ------------------------------------------------------------------------- metrics and summary
