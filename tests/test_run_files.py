@@ -205,7 +205,7 @@ def test_evaluate_refuses_a_run_still_training(root: Path, capsys) -> None:
 
 def lambda_results(root: Path) -> Path:
     """experiments/ and results/ of the report fixtures, with one GR-OPD run of the lambda grid."""
-    write_experiments(root)
+    write_experiments(root, steps=3)  # the run below ran all its 3 steps
     rows = [{"step": s, "pressure_normalised": float(s), "pressure_retained": s / 2} for s in (1, 2, 3)]
     write_run(root / "results", "tiny", f"lambda__{P1}__gropd-lam0.5", fields={"pairing": P1, "lam": 0.5}, metrics=rows)
     return root / "results" / "tiny" / f"lambda__{P1}__gropd-lam0.5" / "metrics.jsonl"
