@@ -448,7 +448,7 @@ def test_teacher_server_script_as_the_readme_launches_it(experiments, tmp_path) 
     assert f"hf download Qwen/Qwen3-32B --revision {full}" in missing.stdout and not (tmp_path / "args").exists()
     snapshot = tmp_path / "hf/hub/models--Qwen--Qwen3-32B/snapshots" / full
     snapshot.mkdir(parents=True)
-    for name in ("config.json", "model.safetensors"):
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"):
         (snapshot / name).write_text("{}")
     result = launch()
     assert result.returncode == 0, result.stdout + result.stderr
