@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import reduce
-from itertools import product
+from itertools import combinations, product
 from typing import Any
 
 from gropd.config import ConfigError
@@ -150,9 +150,15 @@ def arrow(pair: tuple[float, float] | None, decimals: int) -> str:
 def contrast_section(
     ev: Evidence, claim: ClaimSettings, groups: list[tuple[str, list[Setting], list[Setting]]]
 ) -> Section:
-    """Claims 3–5: in each group (name, bad, good), the bad settings unstable and the good ones stable."""
-    rows, cells, lines, runs = [], {}, [], []
+    """Claims 3–5: in each group (name, bad, good), the bad settings unstable and the good ones stable; beside the
+    verdict, every two of the group's settings compared in final Macro, paired by seed (round 5's rule, described)."""
+    rows, cells, lines, runs, contrasts = [], {}, [], [], []
     for name, bad, good in groups:
+        for first, second in combinations(bad + good, 2):
+            interval = paired(macros(ev, first)[0], macros(ev, second)[0])
+            call = "—" if interval is None else comparison(interval, (first.label, second.label))
+            shown = "—" if interval is None else interval.text()
+            contrasts.append([name, f"{first.label} − {second.label}", shown, call])
         flags, near = {}, {}
         for s in bad + good:
             trends, miss = s.collect(lambda run: run.trend())
@@ -180,7 +186,9 @@ def contrast_section(
     header = ["pairing", "setting", "seed", "state", "length, first → last 10%", "reward, first → last 10%"]
     header += ["Pearson(S, length)", "final Macro", "unstable?"]
     intro = f"Settings of grid {', '.join(claim.grids)}; trends: the first and the last 10% of logged steps."
-    return Section([(intro, header, rows)], cells, runs, lines)
+    paired_intro = "Final Macro, paired by seed over the seeds both finished (described; the verdict is the rule's):"
+    paired_header = ["group", "settings", "paired difference [95% t]", "comparison"]
+    return Section([(intro, header, rows), (paired_intro, paired_header, contrasts)], cells, runs, lines)
 
 
 def unstable_rule(ev: Evidence, claim: ClaimSettings) -> Section:
