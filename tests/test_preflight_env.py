@@ -206,3 +206,37 @@ def test_pins_line_names_every_move_of_a_requirements_txt_pin() -> None:
     assert pins_line(cpu, {}, {"numpy": "2.4.6", "torch": "2.13.0"}.get).text == (
         "every requirements.txt pin installed as pinned"
     )
+
+
+NODE = """
+import fcntl, sys
+from pathlib import Path
+if sys.argv[2] == "node-local":  # every flock granted, as a filesystem whose flock each node keeps to itself
+    fcntl.flock = lambda fd, operation: None
+from gropd.runs.preflight_env import nodes_line
+print(nodes_line(__import__("os").environ, Path(sys.argv[1])))
+"""
+
+
+@pytest.mark.parametrize("flock", ["coherent", "node-local"])
+def test_the_nodes_of_a_job_meet_and_test_that_a_lock_holds_across_them(tmp_path: Path, flock: str) -> None:
+    """Two nodes (two processes, SLURM_PROCID 0 and 1, GROPD_RENDEZVOUS as slurm_run.sbatch sets it): they meet over
+    gloo; where node 1 can take the flock node 0 holds (node-local flock: two writers of one run), the check fails."""
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    nodes = []
+    for rank in (0, 1):
+        env = {**os.environ, "PYTHONPATH": str(REPO), "SLURM_PROCID": str(rank), "SLURM_NTASKS": "2"}
+        env["GROPD_RENDEZVOUS"] = f"127.0.0.1:{port}"
+        argv = [sys.executable, "-c", NODE, str(tmp_path / "locks"), flock if rank else "coherent"]  # node 1 patches
+        nodes.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True))
+    lines = [node.communicate(timeout=120)[0].strip() for node in nodes]
+    if flock == "coherent":
+        assert all(line.startswith("ok      nodes: 2 nodes met at 127.0.0.1:") for line in lines), lines
+    else:
+        assert all(line.startswith("FAILED  nodes: 1 of 1 other node(s) took an flock node 0 held") for line in lines)
+    one = {**os.environ, "SLURM_NTASKS": "1", "GROPD_RENDEZVOUS": "127.0.0.1:1"}
+    assert check.nodes_line(one, tmp_path) is None  # one node: nothing to meet

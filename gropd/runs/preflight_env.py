@@ -21,6 +21,8 @@ holds the GPU environment of `./reproduce.sh gpu-env`), and a command to run by 
                     state (12 bytes a parameter) for keep_checkpoints + 1 checkpoints, and the bf16 final model
     run locks       flock(2) works in results/<profile>/.locks (without it a run's lock is a soft lock file that a
                     killed job leaves behind for good)
+    nodes           (a multi-node job: GROPD_RENDEZVOUS set) every node meets the others (gloo), and an flock one
+                    node holds there is held for all (gropd/runs/node_probe.py)
 
 Each check prints one line, `ok`, `note` or `FAILED` (saying what to set); exit 2 when any failed.
 
@@ -440,6 +442,24 @@ def default_processes(environ: Mapping[str, str]) -> int:
     return int(given) if given.isdigit() else len(nvidia_gpus()) or 8
 
 
+def nodes_line(environ: Mapping[str, str], locks: Path) -> Line | None:
+    """The nodes met (gloo) and see one another's flocks under `locks` (gropd/runs/node_probe.py); None on one node."""
+    from gropd.runs.node_probe import MEET_TIMEOUT_S, RENDEZVOUS, meet, ranks
+
+    if (job := ranks(environ)) is None:
+        return None
+    where, rank, world = job
+    problem, also_held = meet(where, rank, world, locks / ".coherence-probe")
+    if problem:
+        text = f"node {rank} of {world} could not meet the others at {where} ({RENDEZVOUS}) in {MEET_TIMEOUT_S} s: "
+        return Line("FAILED", "nodes", text + f"{problem}: check that the nodes reach {where} (firewall, interface)")
+    if also_held:
+        text = f"{also_held} of {world - 1} other node(s) took an flock node 0 held in {locks}: flock is node-local"
+        fix = "two nodes could both write one run: put --results where flock spans nodes (NFSv4, GPFS, Lustre -o flock)"
+        return Line("FAILED", "nodes", f"{text}; {fix}")
+    return Line("ok", "nodes", f"{world} nodes met at {where}; an flock in {locks} holds across them")
+
+
 def main(argv: list[str] | None = None, environ: Mapping[str, str] = os.environ) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--processes", type=int, help="processes the job starts on this node, one per GPU")
@@ -453,6 +473,8 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] = os.environ)
         lines += pinned_lines(args, environ)
     except ConfigError as err:  # a broken lock, a model it lacks, an unknown label: one line too
         lines.append(Line("FAILED", "experiments", str(err)))
+    if not args.serving and (line := nodes_line(environ, args.results / args.profile / LOCKS)):
+        lines.append(line)
     for line in lines:
         print(line, flush=True)
     failed = sum(line.status == "FAILED" for line in lines)
