@@ -31,6 +31,7 @@ class PackedBatch:
     response_ids: torch.Tensor  # [B, T]
     response_mask: torch.Tensor  # [B, T] float
     prompt_width: int
+    response_lengths: tuple[int, ...]  # each row's real response tokens, on the host (no device read to find them)
 
 
 def pack(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int, device: torch.device) -> PackedBatch:
@@ -53,6 +54,7 @@ def pack(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int
         response_ids=torch.tensor(responses, device=device),
         response_mask=torch.tensor(response_masks, device=device),
         prompt_width=width,
+        response_lengths=tuple(len(response) for response in response_ids),
     )
 
 
@@ -101,16 +103,17 @@ def response_scores(
     width, length = batch.prompt_width, batch.response_ids.shape[1]
     if width < 1:
         raise ValueError("every row needs a prompt token: y_0 is predicted from the last prompt position")
-    real = batch.response_mask.bool()  # [B, T]
+    device = batch.input_ids.device
+    real = leading_index(batch.response_lengths, length, device)  # the real tokens of [B, T], flat
     payload = batch.response_ids if payload is None else _pad_columns(payload, length)
-    with _head_scores_tokens(model, lambda hidden: hidden[real], payload[real], score):
+    with _head_scores_tokens(model, lambda hidden: _take(hidden, real), _take(payload, real), score):
         values = model(
             input_ids=batch.input_ids,
             attention_mask=batch.attention_mask,
             position_ids=batch.position_ids,
-            logits_to_keep=torch.arange(width - 1, width - 1 + length, device=real.device),  # h_t at column P-1+t
+            logits_to_keep=torch.arange(width - 1, width - 1 + length, device=device),  # h_t at column P-1+t
         ).logits  # [N, k]: the N real response tokens, row by row
-    return _scatter_rows(real, values)
+    return _scatter_rows(real, (len(batch.response_lengths), length), values)
 
 
 def response_logprobs(
@@ -164,19 +167,21 @@ def shared_prompt_scores(
     if not prompts or min(len(p) for p in prompts) < 1:
         raise ValueError("every row needs a prompt token: y_0 is predicted from the last prompt position")
     length = max(2, max(len(r) for r in response_ids))  # >= 2: pass 2 below has at least one column
+    lengths = [len(r) for r in response_ids]
     responses = torch.tensor([list(r) + [pad_id] * (length - len(r)) for r in response_ids], device=device)
-    real = torch.tensor([[1] * len(r) + [0] * (length - len(r)) for r in response_ids], device=device).bool()
+    real = torch.tensor([[1] * n + [0] * (length - n) for n in lengths], device=device)
     payload = responses if payload is None else _pad_columns(payload, length)
     of_row = torch.tensor(prompt_of_row, device=device)
-    first = real[:, 0]
+    first = leading_index([min(n, 1) for n in lengths], 1, device)  # the rows with a y_0, of [R, 1]
+    of_first = torch.tensor([prompt_of_row[r] for r, n in enumerate(lengths) if n], device=device, dtype=torch.long)
     cache = DynamicCache()
-    with _head_scores_tokens(model, lambda h: h[:, -1][of_row][first], payload[first, 0], score):
+    with _head_scores_tokens(model, lambda h: h[:, -1].index_select(0, of_first), _take(payload[:, :1], first), score):
         head, prompt_mask = prefill(model, prompts, pad_id, device, cache)
-    rest = real[:, 1:]  # pass 2 always runs (at least one column): every rank makes the same model calls
-    cache.batch_select_indices(of_row)
-    mask = torch.cat([prompt_mask[of_row], real[:, :-1].long()], dim=1)
+    rest = leading_index([max(n - 1, 0) for n in lengths], length - 1, device)  # y_1.. of [R, T-1]
+    cache.batch_select_indices(of_row)  # pass 2 always runs (at least one column): every rank makes the same calls
+    mask = torch.cat([prompt_mask[of_row], real[:, :-1]], dim=1)
     start = prompt_mask.sum(1)[of_row]
-    with _head_scores_tokens(model, lambda h: h[rest], payload[:, 1:][rest], score):
+    with _head_scores_tokens(model, lambda h: _take(h, rest), _take(payload[:, 1:], rest), score):
         tail = model(
             input_ids=responses[:, :-1],
             attention_mask=mask,
@@ -184,7 +189,8 @@ def shared_prompt_scores(
             past_key_values=cache,
             use_cache=True,
         ).logits
-    values = torch.cat([_scatter_rows(first[:, None], head), _scatter_rows(rest, tail)], dim=1)
+    rows = len(lengths)
+    values = torch.cat([_scatter_rows(first, (rows, 1), head), _scatter_rows(rest, (rows, length - 1), tail)], dim=1)
     return values[:, : max(1, max(len(r) for r in response_ids))]
 
 
@@ -210,11 +216,23 @@ def rows_scores(
     return shared_prompt_scores(model, [list(p) for p in distinct], of_row, responses, pad_id, device, score, payload)
 
 
-def _scatter_rows(real: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """`[B, T, k]` zeros with `values` `[N, k]` written, row by row, where `real` `[B, T]` is True; out of
-    place, so gradients flow to `values`."""
-    zeros = torch.zeros(*real.shape, values.shape[-1], dtype=values.dtype, device=values.device)
-    return zeros.masked_scatter(real[..., None].expand_as(zeros), values)
+def leading_index(lengths: list[int] | tuple[int, ...], width: int, device: torch.device) -> torch.Tensor:
+    """The flat positions, row by row, of the first `lengths[r]` columns of each row r of an `[R, width]` grid,
+    built on the host: selecting with it reads no device value to find them (a boolean mask does: nonzero)."""
+    flat = [row * width + column for row, n in enumerate(lengths) for column in range(n)]
+    return torch.tensor(flat, device=device, dtype=torch.long)
+
+
+def _take(grid: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """The entries of `grid` `[R, W, ...]` at flat positions `index` (leading_index): `[N, ...]`."""
+    return grid.flatten(0, 1).index_select(0, index)
+
+
+def _scatter_rows(index: torch.Tensor, shape: tuple[int, int], values: torch.Tensor) -> torch.Tensor:
+    """`[R, W, k]` zeros with `values` `[N, k]` written at flat positions `index` (leading_index); out of place,
+    so gradients flow to `values`."""
+    zeros = torch.zeros(shape[0] * shape[1], values.shape[-1], dtype=values.dtype, device=values.device)
+    return zeros.index_copy(0, index, values).view(*shape, values.shape[-1])
 
 
 def _pad_columns(payload: torch.Tensor, length: int) -> torch.Tensor:

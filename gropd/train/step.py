@@ -234,16 +234,18 @@ def old_logprobs(
     return recomputed[0][:, :width], recomputed[1][:, :width], gap, forwards
 
 
-def _minibatch_weight(
-    rows: torch.Tensor, mask: torch.Tensor, minibatch: torch.Tensor, agg: str, accelerator: Accelerator
+def _share(rows: list[int], lengths: list[int] | tuple[int, ...], agg: str) -> float:
+    """What `rows` count toward their minibatch's loss: their response tokens for token-mean, else sequences
+    (host numbers: the response lengths are known without reading the device)."""
+    return float(sum(lengths[r] for r in rows)) if agg == "token-mean" else float(len(rows))
+
+
+def _minibatch_total(
+    minibatch: list[int], lengths: list[int] | tuple[int, ...], agg: str, accelerator: Accelerator
 ) -> float:
-    """A micro-batch's share of its minibatch's loss (tokens for token-mean, else sequences), globally."""
-    if agg == "token-mean":
-        local, part = mask[minibatch].sum(), mask[rows].sum()
-    else:
-        local, part = torch.tensor(float(len(minibatch))), torch.tensor(float(len(rows)))
-    total = accelerator.reduce(local.to(accelerator.device).float(), reduction="sum")
-    return float(part) / float(total) * accelerator.num_processes
+    """The minibatch's count (_share) summed over every rank: one collective and one read a minibatch."""
+    local = torch.tensor(_share(minibatch, lengths, agg), device=accelerator.device)
+    return float(accelerator.reduce(local, reduction="sum"))
 
 
 def assign_prompts(count: int, seed: int, rank: int, world: int) -> list[int]:
@@ -260,13 +262,13 @@ def assign_prompts(count: int, seed: int, rank: int, world: int) -> list[int]:
 
 
 def accumulate_gradient(
-    ctx: StepContext, config: RunConfig, rollout: Rollout, rows: list[int], minibatch: list[int], real: bool
+    ctx: StepContext, config: RunConfig, rollout: Rollout, rows: list[int], total: float, real: bool
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """One micro-step: the loss of `rows` (of `minibatch`; _micro_batch_loss), its gradient added with the
-    rows' share of the minibatch as weight (0 for a filler forward, `real` False, that keeps the ranks in step)."""
+    """One micro-step: the loss of `rows` (_micro_batch_loss), its gradient added with the rows' share of their
+    minibatch's `total` (_minibatch_total) as weight (0 for a filler forward, `real` False, that keeps the ranks in
+    step). It reads nothing back from the device: the weight is host arithmetic."""
     loss, stats = _micro_batch_loss(ctx, config, rollout, rows)
-    mask = rollout.packed.response_mask.cpu()
-    weight = _minibatch_weight(torch.tensor(rows), mask, torch.tensor(minibatch), config.train.agg, ctx.accelerator)
+    weight = _share(rows, rollout.packed.response_lengths, config.train.agg) / total * ctx.accelerator.num_processes
     ctx.accelerator.backward(loss * (weight if real else 0.0))
     return loss, stats
 
@@ -295,13 +297,16 @@ def update_policy(ctx: StepContext, config: RunConfig, rollout: Rollout) -> dict
             )
         ]
         planned = even_out(local, ctx.busiest(len(local)))
+        total = _minibatch_total(minibatch, rollout.packed.response_lengths, t.agg, ctx.accelerator)
+        pending: dict[str, list[torch.Tensor]] = {}  # this minibatch's numbers, read once it is done
         for micro, rows in enumerate(planned):
             with ctx.sync_gradients(last=micro == len(planned) - 1):
-                loss, stats = accumulate_gradient(ctx, config, rollout, rows or [minibatch[0]], minibatch, bool(rows))
+                loss, stats = accumulate_gradient(ctx, config, rollout, rows or [minibatch[0]], total, bool(rows))
             if rows:
-                for key, value in stats.items():
-                    sums.setdefault(key, []).append(float(value))
-                sums["loss"].append(float(loss.detach()))
+                for key, value in {**stats, "loss": loss}.items():
+                    pending.setdefault(key, []).append(value.detach())
+        for key, values in pending.items():  # one read a key: the same floats float() gave one by one
+            sums.setdefault(key, []).extend(torch.stack(values).tolist())
         grad_norm = ctx.accelerator.clip_grad_norm_(ctx.model.parameters(), t.max_grad_norm)
         sums["grad_norm"].append(float(grad_norm))
         ctx.optimizer.step()
