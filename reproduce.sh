@@ -34,9 +34,11 @@
 #            later target keeps it; a job whose .venv lacks it stops at `check` naming this command
 #   check    the job's environment, before anything loads (slurm_run.sbatch and teacher_server.sh run it first;
 #            run it by hand on a compute node): .venv made by gpu-env, CUDA devices = --processes, driver and
-#            torch build, CPUs of the step, vLLM at its pin, every pinned snapshot in the offline Hub cache, the
-#            teacher server(s) answering with the pinned model, free disk for checkpoints under --results. Each
-#            failure is one line saying what to set; exit 2 (gropd/runs/preflight_env.py)
+#            torch build, GPU memory free, CPUs of the step, vLLM and every requirements pin as installed, every
+#            pinned snapshot (weights and tokenizer) in the offline Hub cache, the teacher server(s) serving the
+#            pinned model and scoring two tokens, free disk for checkpoints and flock under --results, and on 2
+#            nodes or more a meeting of them and a lock held across them. Each failure is one line saying what to
+#            set; exit 2 (gropd/runs/preflight_env.py)
 #
 # Flags (each refused where it does not apply; every input is checked before anything is written)
 #   --profile P      paper, tiny or rehearsal; without it: paper when CUDA is present, tiny otherwise (it
