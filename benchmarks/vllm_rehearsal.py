@@ -56,48 +56,18 @@ TIMEOUT_S = 900
 
 
 def write_models(scratch: Path) -> dict[str, Path]:
-    """A random student and teacher (head_dim 64) with the tiny world's tokenizer; experiments/ copied with its
-    rehearsal models pointing at them (the I4nothink-I1.7nothink pairing: I1.7 student, I4 teacher)."""
-    import torch
-    import yaml
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    """A random student and teacher (head_dim 64, N(0, 0.2²) weights) with the tiny world's tokenizer;
+    experiments/ copied with its rehearsal models pointing at them (the I4nothink-I1.7nothink pairing: I1.7
+    student, I4 teacher)."""
+    from benchmarks.random_models import point_rehearsal_models, write_random_models
 
-    from gropd.tiny.tokenizer import build_tokenizer
-
-    tokenizer = build_tokenizer()
-    folders = {}
-    for seed, (label, layers) in enumerate((("I1.7", 2), ("I4", 3))):
-        torch.manual_seed(seed)
-        config = Qwen3Config(
-            vocab_size=len(tokenizer),
-            hidden_size=128,
-            intermediate_size=256,
-            num_hidden_layers=layers,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            head_dim=64,
-            max_position_embeddings=4096,
-            tie_word_embeddings=True,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-            bos_token_id=None,
-        )
-        model = Qwen3ForCausalLM(config).float()
-        with torch.no_grad():
-            for parameter in model.parameters():
-                if parameter.dim() > 1:
-                    parameter.normal_(0.0, 0.2)
-        folders[label] = scratch / "models" / label
-        model.save_pretrained(folders[label])
-        tokenizer.save_pretrained(folders[label])
-    shutil.copytree(REPO / "experiments", scratch / "experiments", ignore=shutil.ignore_patterns("runs", "lock.yaml"))
-    manifest = scratch / "experiments" / "models.yaml"
-    models = yaml.safe_load(manifest.read_text())
-    models["rehearsal"] = {  # a copy: the file's `rehearsal: *tiny_models` alias shares the tiny profile's mapping
-        label: {**record, "source": {"kind": "local", "path": str(folders[label])}} if label in folders else record
-        for label, record in models["rehearsal"].items()
+    common = dict(hidden_size=128, num_attention_heads=2, num_key_value_heads=1, head_dim=64)
+    shapes = {
+        "I1.7": dict(common, intermediate_size=256, num_hidden_layers=2),
+        "I4": dict(common, intermediate_size=256, num_hidden_layers=3),
     }
-    manifest.write_text(yaml.safe_dump(models))
+    folders = write_random_models(scratch, shapes, std=0.2)
+    point_rehearsal_models(scratch, folders)
     return folders
 
 

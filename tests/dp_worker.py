@@ -84,6 +84,7 @@ def synthetic_rollout(step: int, rows: list[tuple[int, int]], model, device) -> 
         scores=torch.zeros(len(responses)),
         degenerate_groups=0,
         seconds={},
+        peaks_gib={},
     )
 
 

@@ -98,3 +98,45 @@ def test_vllm_rehearsal_models_replace_only_the_rehearsal_pairings_models(tmp_pa
     assert {k: v for k, v in after["rehearsal"].items() if k not in folders} == {
         k: v for k, v in before["rehearsal"].items() if k not in folders
     }
+
+
+def test_trainer_rehearsal_runs_the_real_trainer_and_its_evaluation_at_tiny_shapes(tmp_path: Path) -> None:
+    """benchmarks/trainer_rehearsal.py (for a GPU, at Qwen3-1.7B/4B shapes) at tiny shapes on this CPU: `gropd.cli
+    run` under accelerate launch (FSDP2, bf16 over float32 masters, gradient checkpointing, transformers rollout and
+    teacher), then its evaluation in a process of its own; a row per step and phase, then the evaluation's."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    command = [sys.executable, str(REPO / "benchmarks/trainer_rehearsal.py"), "--device", "cpu", "--shape", "tiny"]
+    command += ["--length", "16", "--eval-length", "16", "--keep", str(tmp_path / "scratch")]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    phases = [row["phase"] for row in figures["rows"]]
+    assert phases == [f"{p} step {s}" for s in (1, 2) for p in ("rollout", "teacher", "update")] + [
+        "evaluation",
+        "whole command",
+    ]
+    assert all(0 < row["tokens"] <= 2 * 4 * 16 and row["tokens_per_s"] > 0 for row in figures["rows"][:6])
+    run_dir = tmp_path / "scratch" / "results" / "rehearsal" / "table1__I4nothink-I1.7nothink__gropd"
+    config = (run_dir / "config.yaml").read_text()
+    for setting in ("dtype: bfloat16", "gradient_checkpointing: true", "rollout: hf", "teacher: hf"):
+        assert f"  {setting}\n" in config
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert not any(key.startswith("memory_") for record in records for key in record)  # a CPU keeps no peak
+    student = json.loads((tmp_path / "scratch" / "models" / "I1.7" / "config.json").read_text())
+    assert student["num_hidden_layers"] == 2 and student["vocab_size"] == 512  # gpu_check's tiny student
+
+
+def test_a_phase_peak_is_torchs_since_the_last_reading_then_reset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA each phase's peak is max_memory_allocated since the previous phase (then reset); no GPU here, so
+    torch.cuda's two counters are faked as the allocator keeps them."""
+    import torch
+
+    from gropd.train.device_memory import memory_metrics, phase_peak_gib
+
+    held = {"peak": 3 * 2**30}
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: held["peak"])
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: held.update(peak=2**29))
+    cuda = torch.device("cuda", 0)
+    assert phase_peak_gib(cuda) == 3.0 and phase_peak_gib(cuda) == 0.5
+    assert phase_peak_gib(torch.device("cpu")) is None
+    assert memory_metrics({"rollout": 3.0, "teacher": None}) == {"memory_rollout_gib": 3.0}

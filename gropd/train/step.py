@@ -54,6 +54,7 @@ from gropd.model.forward_batches import even_out, no_grad_logprobs, plan_forward
 from gropd.model.logprobs import PackedBatch, logprob_score, pack, reverse_kl_score, rows_scores
 from gropd.model.rollout.base import RolloutBatch, RolloutEngine, SamplingSettings
 from gropd.model.teacher.base import TeacherScorer
+from gropd.train.device_memory import memory_metrics, phase_peak_gib
 from gropd.train.world import rank_share
 
 
@@ -72,6 +73,7 @@ class Rollout:
     scores: torch.Tensor  # S_i, [B]
     degenerate_groups: int
     seconds: dict[str, float]
+    peaks_gib: dict[str, float | None]  # the rollout and teacher phases' device memory peaks (device_memory.py)
     sampler_gap: float | None = None  # Σ |recompute − sampler| over response tokens, where both exist
     forwards: int | None = None  # this rank's planned forwards of the π_S,old recompute (before even_out)
     teacher_hidden: torch.Tensor | None = None  # [B, T, H_T]: the teacher's full distribution (method fullkl)
@@ -135,10 +137,12 @@ def collect_rollout(
     method = ctx.method
     G, device = config.train.group_size, ctx.accelerator.device
     sampling = SamplingSettings(config.sampling.temperature, config.sampling.top_p, config.sampling.max_new_tokens)
+    phase_peak_gib(device)  # the rollout's peak starts from what is held now
     t0 = time.perf_counter()
     ctx.engine.sync_weights(ctx.accelerator.unwrap_model(ctx.model))
     batch = ctx.engine.generate([ctx.student_prompt(q.question) for q in questions], G, sampling, seed)
     t1 = time.perf_counter()
+    peaks_gib = {"rollout": phase_peak_gib(device)}
     teacher_prompts = [ctx.teacher_prompt(q.question) for q in questions for _ in range(G)]
     teacher_hidden = None
     if method is not None and method.needs_distribution:
@@ -146,6 +150,7 @@ def collect_rollout(
     else:
         teacher_rows = ctx.teacher.score(teacher_prompts, batch.response_ids)
     t2 = time.perf_counter()
+    peaks_gib["teacher"] = phase_peak_gib(device)
     packed = pack(batch.prompt_ids, batch.response_ids, ctx.pad_id, device)
     width = packed.response_ids.shape[1]
     logp_old, entropy, gap, forwards = old_logprobs(ctx, config, batch, width, step)
@@ -175,6 +180,7 @@ def collect_rollout(
         scores=scores,
         degenerate_groups=stats["degenerate_groups"],
         seconds=seconds,
+        peaks_gib=peaks_gib,
         sampler_gap=gap,
         forwards=forwards,
         teacher_hidden=teacher_hidden,
@@ -406,6 +412,7 @@ def train_step(ctx: StepContext, config: RunConfig, questions: list[Question], s
     t0 = time.perf_counter()
     update = update_policy(ctx, config, rollout)
     t1 = time.perf_counter()
+    peaks_gib = {**rollout.peaks_gib, "update": phase_peak_gib(ctx.accelerator.device)}
     record = {
         "step": step,
         **rollout_metrics(ctx, config, rollout, rewards),
@@ -415,6 +422,7 @@ def train_step(ctx: StepContext, config: RunConfig, questions: list[Question], s
         "time_rollout_s": rollout.seconds["rollout"],
         "time_teacher_s": rollout.seconds["teacher"],
         "time_update_s": t1 - t0 + rollout.seconds["credit"],
+        **memory_metrics(peaks_gib),
     }
     return {key: (None if isinstance(v, float) and math.isnan(v) else v) for key, v in record.items()}
 
