@@ -10,7 +10,8 @@ others still run. Phases, for each response length L (prompts of PROMPT_TOKENS[s
 
     update   the trainer as one rank of FSDP2 (fully_shard per decoder layer and the root, bf16 parameters
              for compute over float32 masters, float32 reduction: gropd/train/loop.py's policy) with gradient
-             checkpointing: Table 3's per-device batch, 8 micro-steps of 1 response each, then AdamW
+             checkpointing: Table 3's per-device batch, 8 micro-steps of 1 response each, then AdamW (fused on
+             CUDA, as gropd/train/loop.py make_optimizer)
     engines  the rollout engine (gropd's VLLMRollout, student, 0.3 of the GPU) samples 64 responses (8 prompts
              x G = 8) of exactly L tokens, then the co-located teacher engine (VLLMTeacher, 0.3 of the GPU,
              built beside it in the same process) scores them with prompt_logprobs: two rows
@@ -168,7 +169,7 @@ def phase_update(shape: str, device: str, length: int) -> list[dict]:
 
     one_rank_world(device)
     model = fsdp_student(shape, device, length)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6, fused=device == "cuda" or None)  # the trainer's
     vocab = model.config.vocab_size
     prompts, responses = (
         random_rows(vocab, MICRO_STEPS + 1, PROMPT_TOKENS[shape], 1),

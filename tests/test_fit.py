@@ -147,28 +147,45 @@ def test_a_rollout_batch_takes_waves_when_its_kv_cache_does_not_hold_it() -> Non
 
 def test_the_trainers_memory_by_hand() -> None:
     """Qwen3-1.7B (1,720,574,976 parameters): 16 bytes each of float32 masters, gradients and AdamW state is
-    25.6 GiB unsharded, 3.2 GiB a GPU under FSDP over 8; autocast's bf16 copies 3.2 GiB unsharded; a 10,240-token
-    row with checkpointing keeps 28 layers x 2048 x 4 B a token plus one layer's (10 x 2048 + 4 x 6144) x 2 B."""
+    25.6 GiB unsharded, 3.2 GiB a GPU under FSDP over 8; autocast's bf16 copies 3.2 GiB without FSDP, the embedding
+    and two layers under FSDP2 on any number of ranks; a 10,240-token row with checkpointing keeps 28 layers x 2048
+    x 4 B a token plus one layer's (10 x 2048 + 4 x 6144) x 2 B; foreach AdamW's sqrt(v) 4 B a parameter, after the
+    backward (so the larger of it and compute + activations counts), none when fused."""
     arch = Architecture.of(QWEN3_1_7B)
     params = arch.parameters()
     assert params == 151936 * 2048 + 28 * arch.layer_parameters() + 2048 == 1_720_574_976
-    one = trainer_memory(
-        arch, dtype="bfloat16", shards=1, row_tokens=TRAIN_LEN, rows=1, forward_tokens=8192, checkpointing=True
-    )
+    settings = dict(dtype="bfloat16", row_tokens=TRAIN_LEN, rows=1, checkpointing=True)
+    one = trainer_memory(arch, shards=1, fsdp=False, fused=True, forward_tokens=8192, **settings)
     assert one.states == params * 16 and round(one.states / GIB, 1) == 25.6
-    assert one.compute == params * 2
+    assert one.compute == params * 2 and one.optimizer == 0
     assert one.activations == TRAIN_LEN * (28 * 2048 * 4 + (10 * 2048 + 4 * 6144) * 2)
     assert one.need == one.states + one.compute + one.activations + TRAINER_SLACK_GIB * GIB
-    eight = trainer_memory(
-        arch, dtype="bfloat16", shards=8, row_tokens=TRAIN_LEN, rows=1, forward_tokens=32768, checkpointing=True
-    )
-    assert eight.states == params * 2 and eight.compute == (151936 * 2048 + 2 * arch.layer_parameters()) * 2
+    eight = trainer_memory(arch, shards=8, fsdp=True, fused=True, forward_tokens=32768, **settings)
+    units = (151936 * 2048 + 2 * arch.layer_parameters()) * 2
+    assert eight.states == params * 2 and eight.compute == units
     assert eight.activations == 32768 * ((10 * 2048 + 4 * 6144) * 2 + 2 * 2048 * 4)  # the no-grad forward is larger
     # the single-process GPU route beside two engines at 0.3 of an 80 GB card does not fit; FSDP over 8 does
     assert one.need + 0.6 * H100 > H100 and eight.need + 0.6 * H100 < H100
-    assert (
-        trainer_memory(
-            arch, dtype="float32", shards=1, row_tokens=TRAIN_LEN, rows=1, forward_tokens=8192, checkpointing=False
-        ).compute
-        == 0
-    )  # float32 compute: no autocast copies
+    unfused = trainer_memory(arch, shards=8, fsdp=True, fused=False, forward_tokens=32768, **settings)
+    assert unfused.optimizer == params * 4 / 8 and unfused.need == eight.need  # sqrt(v) < compute + activations
+    float32 = trainer_memory(
+        arch, **{**settings, "dtype": "float32"}, shards=1, fsdp=False, fused=True, forward_tokens=8192
+    )
+    assert float32.compute == 0  # float32 compute: no autocast copies
+
+
+def test_the_trainers_memory_against_the_h200_measurement() -> None:
+    """gpu_check's update phase on an H200 (issue 43): FSDP2 on 1 rank, foreach AdamW, 8 micro-steps of one
+    2,048- or 8,192-token response after a 256-token prompt: a peak of 34.7 GiB at both lengths. Its optimiser
+    step is the peak: 20 bytes a parameter + slack = 34.05 GiB at both; the old model's whole-model bf16 copy
+    (3.2 GiB) is not there under FSDP2, and fused AdamW takes the temporary away."""
+    arch = Architecture.of(QWEN3_1_7B)
+    params = arch.parameters()
+    for length in (2048, 8192):
+        settings = dict(dtype="bfloat16", rows=1, forward_tokens=0, checkpointing=True, shards=1, fsdp=True)
+        foreach = trainer_memory(arch, row_tokens=256 + length, fused=False, **settings)
+        assert foreach.need == params * 20 + TRAINER_SLACK_GIB * GIB
+        assert abs(foreach.need / GIB - 34.7) < 1.0
+        fused = trainer_memory(arch, row_tokens=256 + length, fused=True, **settings)
+        assert fused.need == params * 16 + fused.compute + fused.activations + TRAINER_SLACK_GIB * GIB
+        assert fused.need < foreach.need

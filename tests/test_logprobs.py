@@ -16,7 +16,7 @@ from toy_model import toy_qwen3
 from transformers import AutoModelForCausalLM, DynamicCache, Qwen3ForCausalLM
 
 from benchmarks.logprob_memory import VOCAB, run_child
-from gropd.model.chunked_logprobs import token_logprobs
+from gropd.model.chunked_logprobs import chunk_tokens, token_logprobs
 from gropd.model.logprobs import logprob_score, pack, prefill, response_logprobs, shared_prompt_scores
 from gropd.tiny.world import ensure_tiny_world
 
@@ -213,3 +213,17 @@ def test_prefill_of_left_padded_prompts_equals_each_prompt_alone() -> None:
             for layer, own in zip(cache.layers, alone_cache.layers, strict=True):
                 torch.testing.assert_close(layer.keys[row, :, 5 - len(prompt) :], own.keys[0], rtol=0, atol=1e-5)
                 torch.testing.assert_close(layer.values[row, :, 5 - len(prompt) :], own.values[0], rtol=0, atol=1e-5)
+
+
+def test_a_chunk_is_sized_by_free_memory_on_cuda_and_fixed_on_a_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA: 1/8 of the free memory over 4 float32 [chunk, V] copies, within [2^24, 2^28] logits (no GPU here:
+    cudaMemGetInfo is faked); a CPU: 2^24 logits, whatever is free. At Qwen3's 151,936 entries, by hand."""
+    free = {"bytes": 16 * 2**30}
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free["bytes"], 141 * 2**30))
+    cuda = torch.device("cuda", 0)
+    assert chunk_tokens(151936, cuda) == 2**27 // 151936 == 883  # 16 GiB / 8 / 16 B
+    free["bytes"] = 2**30
+    assert chunk_tokens(151936, cuda) == 2**24 // 151936 == 110  # the floor
+    free["bytes"] = 100 * 2**30
+    assert chunk_tokens(151936, cuda) == 2**28 // 151936 == 1766  # the cap
+    assert chunk_tokens(151936, torch.device("cpu")) == chunk_tokens(151936) == 110

@@ -59,7 +59,7 @@ def token_reverse_kl(
     chunk: int | None = None,
 ) -> torch.Tensor:
     """KL(π_S(·|h_n) ‖ π_T(·|h_n)) `[N]` float32 for student hidden states `[N, H]` and the teacher's
-    `[N, H_T]` at the same positions (module docstring); `chunk` tokens at a time (default chunk_tokens(V))."""
+    `[N, H_T]` at the same positions (module docstring); `chunk` tokens at a time (default chunk_tokens(V, device))."""
     if hidden.dim() != 2 or teacher_hidden.shape[:1] != hidden.shape[:1]:
         raise ValueError(
             f"hidden must be [N, H] and teacher_hidden [N, H_T]; got {tuple(hidden.shape)}, "
@@ -67,7 +67,7 @@ def token_reverse_kl(
         )
     if head.weight.shape[0] != teacher_head.weight.shape[0]:
         raise ValueError(f"vocabularies differ: student {head.weight.shape[0]}, teacher {teacher_head.weight.shape[0]}")
-    size = chunk if chunk is not None else chunk_tokens(head.weight.shape[0])
+    size = chunk if chunk is not None else chunk_tokens(head.weight.shape[0], hidden.device)
     teacher_hidden = teacher_hidden.detach().to(teacher_head.weight.dtype)
     return _TokenReverseKL.apply(
         hidden,

@@ -21,12 +21,22 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-CHUNK_ELEMENTS = 2**24  # logits per chunk: 64 MiB of float32 (110 tokens at Qwen3's 151,936 entries)
+CHUNK_ELEMENTS = 2**24  # logits per chunk on a CPU, the least on CUDA: 64 MiB of float32 (110 tokens at 151,936)
+MAX_CHUNK_ELEMENTS = 2**28  # the most on CUDA: 1 GiB of float32 (1,766 tokens at Qwen3's 151,936 entries)
+FREE_SHARE = 1 / 8  # of the GPU's free memory, for the LIVE_COPIES float32 [chunk, V] tensors a chunk holds at
+LIVE_COPIES = 4  # once (logits, log-softmax, its exp, the gradient at the logits)
 
 
-def chunk_tokens(vocab: int) -> int:
-    """Tokens per chunk so that one float32 `[chunk, V]` tensor holds about CHUNK_ELEMENTS numbers."""
-    return max(1, CHUNK_ELEMENTS // vocab)
+def chunk_tokens(vocab: int, device: torch.device | None = None) -> int:
+    """Tokens per chunk so that one float32 `[chunk, V]` tensor holds about CHUNK_ELEMENTS numbers; on CUDA sized
+    by memory: FREE_SHARE of the free memory (cudaMemGetInfo: a driver query, no stream synchronisation) over
+    LIVE_COPIES float32 copies, within [CHUNK_ELEMENTS, MAX_CHUNK_ELEMENTS] (a small fixed chunk is thousands
+    of kernel launches a micro-step). A CPU keeps CHUNK_ELEMENTS: the committed runs' numerics."""
+    elements = CHUNK_ELEMENTS
+    if device is not None and device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        elements = min(MAX_CHUNK_ELEMENTS, max(CHUNK_ELEMENTS, int(free * FREE_SHARE) // (4 * LIVE_COPIES)))
+    return max(1, elements // vocab)
 
 
 def chunk_log_probs(
@@ -144,12 +154,12 @@ def token_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log π(y_n | h_n) `[N]` and, if asked, the entropy `[N]`, both float32, for hidden `[N, H]`.
 
-    `chunk` tokens at a time (default `chunk_tokens(V)`). Gradients reach hidden, weight and
+    `chunk` tokens at a time (default `chunk_tokens(V, device)`). Gradients reach hidden, weight and
     bias through both outputs.
     """
     if hidden.dim() != 2 or targets.shape != hidden.shape[:1]:
         raise ValueError(f"hidden must be [N, H] and targets [N]; got {tuple(hidden.shape)}, {tuple(targets.shape)}")
-    size = chunk if chunk is not None else chunk_tokens(weight.shape[0])
+    size = chunk if chunk is not None else chunk_tokens(weight.shape[0], hidden.device)
     if size < 1:
         raise ValueError(f"chunk must be at least 1, got {size}")
     chosen, entropy = _TokenLogProbs.apply(hidden, weight, bias, targets, temperature, with_entropy, size)

@@ -21,14 +21,23 @@ responses all run long takes up to ⌈S / at_once⌉ waves (`Fit.waves`).
 The trainer on one GPU (one process of `shards`; shards > 1 only under FSDP):
 
     states       = parameters · 16 / shards     (float32 masters 4 + gradients 4 + AdamW m and v 8 bytes)
-    compute      = parameters · bytes(dtype)     unsharded in bf16: autocast keeps a bf16 copy of every weight
-                                                 a forward used until the forward ends
-                 = (embedding + 2 layers) · bytes(dtype)   under FSDP2 (one unit gathered, the next prefetched)
+    compute      = parameters · bytes(dtype)     without FSDP, in bf16: autocast keeps a bf16 copy of every
+                                                 weight a forward used until the forward ends
+                 = (embedding + 2 layers) · bytes(dtype)   under FSDP2, on any number of ranks (one unit
+                                                 gathered in bf16, the next prefetched; no whole-model copy)
     activations  = per row of T tokens, one layer's working set T · (10 · hidden + 4 · intermediate) ·
                    bytes(dtype), plus each layer's float32 input (T · hidden · 4) with gradient checkpointing,
                    or every layer's working set without; the largest of the update (per_device_batch rows of
                    max_model_len) and a no-grad forward (max_tokens_per_forward tokens, one layer at a time)
+    optimizer    = parameters · 4 / shards       foreach AdamW's float32 sqrt(v) of every parameter at once
+                                                 (torch/optim/adam.py _multi_tensor_adam: _foreach_sqrt);
+                 = 0                             fused AdamW (one kernel, no temporary: the trainer on CUDA)
+    need         = states + max(compute + activations, optimizer) + slack   (the optimiser steps after the
+                                                 backward has freed activations and compute copies)
     slack        = TRAINER_SLACK_GIB (CUDA context, allocator: our allowance)
+
+Measured on an H200 (benchmarks/gpu_check.py update phase, Qwen3-1.7B shapes, FSDP2 on 1 rank, foreach AdamW):
+a peak of 34.7 GiB at both 2,048- and 8,192-token responses, the optimiser step's: 34.0 GiB by these formulas.
 
 It shares the GPU with the engines that live beside it: trainer + Σ fraction · GPU memory ≤ GPU memory.
 """
@@ -166,10 +175,11 @@ class Trainer:
     states: float
     compute: float
     activations: float
+    optimizer: float
 
     @property
     def need(self) -> float:
-        return self.states + self.compute + self.activations + TRAINER_SLACK_GIB * GIB
+        return self.states + max(self.compute + self.activations, self.optimizer) + TRAINER_SLACK_GIB * GIB
 
 
 def trainer_memory(
@@ -177,15 +187,18 @@ def trainer_memory(
     *,
     dtype: str,
     shards: int,
+    fsdp: bool,
+    fused: bool,
     row_tokens: int,
     rows: int,
     forward_tokens: int,
     checkpointing: bool,
 ) -> Trainer:
-    """The trainer's states, compute copies and activations by the module docstring's formulas."""
+    """The trainer's states, compute copies, activations and optimiser temporary by the module docstring's
+    formulas (`shards` > 1 only with `fsdp`)."""
     size = DTYPE_BYTES[dtype]
     params = arch.parameters()
-    if shards > 1:
+    if fsdp:
         compute = (arch.vocab * arch.hidden + 2 * arch.layer_parameters()) * size
     else:
         compute = params * size if size < 4 else 0
@@ -193,7 +206,12 @@ def trainer_memory(
     kept = arch.hidden * 4 if checkpointing else working  # per layer and token, until the backward
     update = rows * row_tokens * (arch.layers * kept + (working if checkpointing else 0))
     forward = forward_tokens * (working + 2 * arch.hidden * 4)
-    return Trainer(states=params * 16 / shards, compute=compute, activations=max(update, forward))
+    return Trainer(
+        states=params * 16 / shards,
+        compute=compute,
+        activations=max(update, forward),
+        optimizer=0 if fused else params * 4 / shards,
+    )
 
 
 def describe(fit: Fit) -> str:
@@ -207,9 +225,9 @@ def describe(fit: Fit) -> str:
 
 def describe_trainer(trainer: Trainer) -> str:
     return (
-        f"float32 weights, gradients and AdamW {trainer.states / GIB:.1f} + compute copies "
-        f"{trainer.compute / GIB:.1f} + activations {trainer.activations / GIB:.1f} + {TRAINER_SLACK_GIB:.0f} GiB "
-        f"slack = {trainer.need / GIB:.1f} GiB"
+        f"float32 weights, gradients and AdamW {trainer.states / GIB:.1f} + the larger of compute copies "
+        f"{trainer.compute / GIB:.1f} + activations {trainer.activations / GIB:.1f} and the optimiser's temporary "
+        f"{trainer.optimizer / GIB:.1f} + {TRAINER_SLACK_GIB:.0f} GiB slack = {trainer.need / GIB:.1f} GiB"
     )
 
 

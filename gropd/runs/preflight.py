@@ -215,20 +215,22 @@ def require_fits(config: RunConfig, manifests: Manifests, gpu_bytes: int, world:
             )
     if config.kind == "train":
         beside = [engine for engine in engines if engine.what != "evaluation engine"]
-        require_trainer_fits(config, manifests, gpu_bytes, beside, world if fsdp else 1)
+        require_trainer_fits(config, manifests, gpu_bytes, beside, world if fsdp else 1, fsdp)
 
 
 def require_trainer_fits(
-    config: RunConfig, manifests: Manifests, gpu_bytes: int, engines: list[Engine], shards: int
+    config: RunConfig, manifests: Manifests, gpu_bytes: int, engines: list[Engine], shards: int, fsdp: bool
 ) -> None:
-    """FitError unless the trainer + the engines' shares fit the GPU; a note when a served teacher leaves its
-    share of the card unused."""
+    """FitError unless the trainer (on CUDA: fused AdamW, gropd/train/loop.py) + the engines' shares fit the GPU;
+    a note when a served teacher leaves its share of the card unused."""
     b, t = config.backend, config.train
     label = models_of(config, manifests)["student"][0]
     trainer = trainer_memory(
         Architecture.of(model_config(checkpoint_ref(manifests, config.profile, label))),
         dtype=b.dtype,
         shards=shards,
+        fsdp=fsdp,
+        fused=True,
         row_tokens=max_model_len(config, config.sampling.max_new_tokens),
         rows=t.per_device_batch,
         forward_tokens=b.max_tokens_per_forward,
@@ -236,7 +238,7 @@ def require_trainer_fits(
     )
     shares = sum(engine.fraction for engine in engines)
     need = trainer.need + shares * gpu_bytes
-    route = "FSDP over the processes" if shards > 1 else "one process, unsharded"
+    route = f"FSDP2 over {shards} process(es)" if fsdp else "one process, unsharded"
     if need > gpu_bytes:
         raise FitError(
             f"run {config.run_id}: the trainer of {label} ({route}: {describe_trainer(trainer)}) beside its engines "

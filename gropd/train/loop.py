@@ -122,9 +122,14 @@ def fsdp_on_cpu(accelerator: Accelerator, plugin: FullyShardedDataParallelPlugin
         raise RuntimeError("accelerate did not take the FSDP2 path on the CPU (expected fsdp_version: 2)")
 
 
-def make_optimizer(config: RunConfig, model: torch.nn.Module):
+def make_optimizer(config: RunConfig, model: torch.nn.Module, fused: bool = False):
+    """AdamW and its schedule (lr per optimiser step). `fused`: one kernel a step with no sqrt(v) temporary (the
+    trainer on CUDA, gropd/model/fit.py); else torch's default implementation (on a CPU its single-tensor loop:
+    the committed runs' numerics; on CUDA foreach)."""
     o, s = config.train.optimizer, config.train.schedule
-    optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay, eps=o.eps)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay, eps=o.eps, fused=fused or None
+    )
     updates_per_step = config.train.prompts_per_batch * config.train.group_size // config.train.minibatch_responses
     total = config.train.steps * updates_per_step
     factor = lambda update: lr_factor(update, total, s.name, s.warmup_steps, s.min_lr_ratio)  # noqa: E731
@@ -156,7 +161,7 @@ def build_context(
     model, tokenizer = load_student(student, teacher, accelerator.device, "float32")  # float32 masters
     if config.backend.gradient_checkpointing:
         model.gradient_checkpointing_enable()
-    optimizer, scheduler = make_optimizer(config, model)
+    optimizer, scheduler = make_optimizer(config, model, fused=accelerator.device.type == "cuda")
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     own_copy = samples_a_copy(config.backend.rollout, config.backend.dtype, accelerator.num_processes)
     engine = build_rollout(
