@@ -19,10 +19,10 @@ import pytest
 from gropd.report import build
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = [  # (file, first line's start, the heading that ends it): results of the committed reference runs
-    ("README.md", "What the tiny profile shows", "## What is reproducible"),
-    ("experiments/TINY.md", "### Round 5 results", "## Round 6"),
-    ("experiments/TINY.md", "### Round 6 results so far", "## Round 7"),
+SECTIONS = [  # (file, first line's start, the heading that ends it, the committed runs under results/ it reports)
+    ("README.md", "What the tiny profile shows", "## What is reproducible", "reference"),
+    ("experiments/TINY.md", "### Round 5 results", "## Round 6", "reference"),
+    ("experiments/TINY.md", "### Round 6 results so far", "## Round 7", "reference"),
 ]
 ELSEWHERE = {  # numbers measured outside the reference runs, each with the words it stands in
     "~1.2 points once, from TRL's trainer": "TRL's DistillationTrainer, one seed, the old split (TINY.md round 5)",
@@ -89,32 +89,39 @@ class Artefacts:
 
 
 @pytest.fixture(scope="module")
-def artefacts(tmp_path_factory) -> Artefacts:
-    out = tmp_path_factory.mktemp("figures")
-    build(ARTEFACTS, profile="tiny", results_root=REPO / "results" / "reference", experiments_dir=REPO / "experiments",
-          out_root=out)  # fmt: skip
-    return Artefacts(out / "tiny")
+def artefacts(tmp_path_factory) -> dict[str, Artefacts]:
+    """Each results directory SECTIONS names -> the artefacts built from it."""
+    built = {}
+    for runs in sorted({section[3] for section in SECTIONS}):
+        out = tmp_path_factory.mktemp(f"figures-{runs}")
+        build(ARTEFACTS, profile="tiny", results_root=REPO / "results" / runs, experiments_dir=REPO / "experiments",
+              out_root=out)  # fmt: skip
+        built[runs] = Artefacts(out / "tiny")
+    return built
 
 
-def stated() -> list[tuple[str, list[str], str]]:
-    """(file, a group's numbers, its context) of every section in SECTIONS, less the ELSEWHERE ones."""
+def stated() -> list[tuple[str, str, list[str], str]]:
+    """(file, the results it reports, a group's numbers, its context) of every section in SECTIONS, less the
+    ELSEWHERE ones."""
     out = []
-    for name, start, end in SECTIONS:
+    for name, start, end, runs in SECTIONS:
         text = (REPO / name).read_text()
         first = text.index(start)
         section = text[first : text.index(end, first)]
         for numbers, offset in groups(section):
             context = " ".join(section[max(0, offset - 60) : offset + 40].split())
             if not any(words in " ".join(section[max(0, offset - 40) : offset + 60].split()) for words in ELSEWHERE):
-                out.append((name, numbers, context))
+                out.append((name, runs, numbers, context))
     return out
 
 
 def test_every_stated_result_is_in_the_artefacts(artefacts) -> None:
     absent = [
-        f"{name}: {numbers} in '…{context}…'" for name, numbers, context in stated() if not artefacts.holds(numbers)
+        f"{name}: {numbers} in '…{context}…' (results/{runs})"
+        for name, runs, numbers, context in stated()
+        if not artefacts[runs].holds(numbers)
     ]
-    assert absent == [], "stated, but in no artefact built from results/reference:\n" + "\n".join(absent)
+    assert absent == [], "stated, but in no artefact built from the runs the section reports:\n" + "\n".join(absent)
 
 
 def test_a_group_changed_by_one_in_a_last_digit_is_caught(artefacts) -> None:
@@ -122,9 +129,9 @@ def test_a_group_changed_by_one_in_a_last_digit_is_caught(artefacts) -> None:
     the change makes it another group the same file states (per-seed values one digit apart: "0.55 ± 0.13, 0.56 ±
     0.13"), which no reading of numbers alone can tell from a true statement."""
     everything = stated()
-    said = {(name, tuple(numbers)) for name, numbers, _ in everything}
+    said = {(name, tuple(numbers)) for name, _, numbers, _ in everything}
     uncaught = []
-    for name, numbers, context in everything:
+    for name, runs, numbers, context in everything:
         if len(numbers) < 2:
             continue
         for index, number in enumerate(numbers):
@@ -133,6 +140,6 @@ def test_a_group_changed_by_one_in_a_last_digit_is_caught(artefacts) -> None:
                 continue
             changed = [*numbers[:index], digits[:-1] + str((int(digits[-1]) + 1) % 10) + number[len(digits) :]]
             changed += numbers[index + 1 :]
-            if artefacts.holds(changed) and (name, tuple(changed)) not in said:
+            if artefacts[runs].holds(changed) and (name, tuple(changed)) not in said:
                 uncaught.append(f"{name}: {numbers} as {changed} in '…{context}…'")
     assert uncaught == []
