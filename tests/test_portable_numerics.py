@@ -21,7 +21,7 @@ from gropd.config import load_manifests
 from gropd.numerics import PINNED, NumericsError, cpu_record, enter, environment, mismatches
 from gropd.runs.pipeline import execute
 
-COMMITTED = REPO / "results" / "portable" / "tiny" / "table1__I4nothink-I1.7nothink__gropd"
+COMMITTED = REPO / "results" / "reference" / "tiny" / "table1__I4nothink-I1.7nothink__gropd"
 STEPS = 2
 WALL_CLOCK = ("time_rollout_s", "time_teacher_s", "time_update_s")  # seconds measured, not computed
 

@@ -192,14 +192,39 @@ def test_table2_is_the_median_per_run_pooled_over_every_grid(tmp_path):
     write_run(tmp_path / "results", "tiny", f"lambda__{P1}__gropd-lam0.5", "running", step=2, metrics=rows[1][:2])
     files = built(tmp_path, "table2")
     md = files["table2.md"]
-    assert row(md, T1, "0.25", "0.99") == [T1, "0.25", "0.99", "2", "3.00 ± 1.41", "0.75 ± 0.35"]
-    assert row(md, T1, "0.5", "0.99")[3:] == ["0", "—", "—"]
+    assert row(md, T1, "0.25", "0.99")[:6] == [T1, "0.25", "0.99", "2", "3.00 ± 1.41", "0.75 ± 0.35"]
+    assert row(md, T1, "0.5", "0.99")[3:6] == ["0", "—", "—"]
     assert f"`{lam_run.replace('0.25', '0.5')}`: running, step 2 of {STEPS}" in md
     assert "median" in md and "paper (reference)" not in md
-    assert json.loads(files["table2.provenance.json"])["missing"] == [
-        f"`{lam_run.replace('0.25', '0.5')}`: running, step 2 of {STEPS}",
-        f"`lambda__{P2}__gropd-lam0.25`: not run",
+    missing = json.loads(files["table2.provenance.json"])["missing"]  # each once; finished without an evaluation
+    assert [line.split(":")[0] for line in missing] == [
+        f"`{lam_run.replace('0.25', '0.5')}`",
+        f"`{lam_run}`",
+        f"`table1__{P1}__gropd__seed1`",
+        f"`lambda__{P2}__gropd-lam0.25`",
     ]
+    assert missing[0].endswith(f"running, step 2 of {STEPS}") and missing[-1].endswith("not run")
+    assert all(line.endswith("eval/summary.json is missing") for line in missing[1:3])
+
+
+def test_table2_pairs_each_lambdas_macro_with_vanilla_opd_and_table1s_gropd(tmp_path):
+    """P1, Macro per seed 0-2: λ = .5: 43, 46, 43 (mean 44, std √3 = 1.73); Table 1's GR-OPD (λ = .25): 40, 42, 41
+    (41 ± 1); vanilla OPD 41 ×3. Paired, t(.975, 2) = 4.303: λ = .5 − OPD 2, 5, 2: mean 3, se 1 → [−1.30, +7.30];
+    λ = .5 − λ = .25: 3, 4, 2: mean 3, se 1/√3 → ±2.48: [+0.52, +5.48], better; λ = .25 − OPD: −1, 1, 0 → [−2.48,
+    +2.48]; λ = .25 is Table 1's own setting: —."""
+    write_experiments(tmp_path, table1_seeds=(0, 1, 2))
+    pressure = {"metrics": metric_rows(STEPS, pressure_normalised=[1.0] * STEPS, pressure_retained=[0.5] * STEPS)}
+    scored(tmp_path, f"lambda__{P1}__gropd-lam0.5", [43.0, 46.0, 43.0], **pressure)
+    scored(tmp_path, f"table1__{P1}__gropd", [40.0, 42.0, 41.0], **pressure)
+    scored(tmp_path, f"lambda__{P1}__opd", [41.0, 41.0, 41.0], **pressure)
+    md = built(tmp_path, "table2")["table2.md"]
+    assert "Δ Macro vs vanilla OPD | Δ Macro vs Table 1's GR-OPD" in md
+    assert row(md, T1, "0.5", "0.99")[6:] == [
+        "44.00 ± 1.73",
+        "+3.00 [-1.30, +7.30] (n=3), not resolved",
+        "+3.00 [+0.52, +5.48] (n=3), better",
+    ]
+    assert row(md, T1, "0.25", "0.99")[6:] == ["41.00 ± 1.00", "+0.00 [-2.48, +2.48] (n=3), not resolved", "—"]
 
 
 def test_table2_and_table6_show_the_papers_values_on_the_paper_profile(tmp_path):
@@ -210,7 +235,7 @@ def test_table2_and_table6_show_the_papers_values_on_the_paper_profile(tmp_path)
     scores = {suite: 10.0 for suite in ("aime24", "aime25", "amc23", "math500", "minerva", "olympiadbench")}
     write_run(tmp_path / "results", "paper", "table6__B1.7-default", eval_summary=summary(scores))
     files = built(tmp_path, "table2", "table6", profile="paper")
-    assert row(files["table2.md"], T1, "0.5", "0.99")[3:] == ["1", "4.00", "2.00", "3.21", "1.60"]
+    assert row(files["table2.md"], T1, "0.5", "0.99")[3:] == ["1", "4.00", "2.00", "—", "—", "—", "3.21", "1.60"]
     assert row(files["table6.md"], "Qwen3-1.7B-Base")[3:] == ["1", "10.00", "100.0", "23.099", "4,166.4"]
 
 

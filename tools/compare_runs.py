@@ -2,7 +2,7 @@
 aside) and every number of the evaluation summary. How a reviewer checks that their machine gave the committed
 numbers (the portable numerics mode promises the same bits on any x86-64 CPU: gropd/numerics.py).
 
-    python tools/compare_runs.py MINE THEIRS [--profile tiny]     e.g. results results/portable
+    python tools/compare_runs.py MINE THEIRS [--profile tiny]     e.g. results results/reference
 
 Prints one line a run (identical, or its first difference) and exits 1 when any shared finished run differs.
 """

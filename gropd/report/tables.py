@@ -9,7 +9,7 @@ from gropd.config import ConfigError
 from gropd.config.grids import expand_grid, load_grid
 from gropd.config.lock import pinned_revision, read_lock
 from gropd.credit import BASELINE, METHODS, PROPOSED
-from gropd.report.evidence import Evidence, Final, Setting, num, score_comparisons
+from gropd.report.evidence import Evidence, Final, Setting, num, score_comparisons, setting_key
 from gropd.report.formats import INTERVAL, STATS, Cell, Column, Table, interval_cell, render_table, stats_cell
 from gropd.report.publish import Artefact
 from gropd.report.stats import CONVENTION, Interval, stats
@@ -48,6 +48,12 @@ def delta_cell(
     return interval_cell(interval, d, text.removeprefix("—; "))
 
 
+def finals(s: Setting, suites: list[str]) -> tuple[tuple[dict[int, Final], int], list[str]]:
+    """((seed -> Final of each finished seed, how many seeds collapsed), the missing lines of the others)."""
+    values, lines = s.collect(lambda run: run.final(suites))
+    return (values, sum(run.state == "collapsed" for run in s.seeds().values())), lines
+
+
 def table1(ev: Evidence) -> Artefact:
     """Avg@K per suite and Macro of every pairing × method of grids table1 and baselines, with paired Δ Macro."""
     suites, d = list(ev.suites), ev.report.decimals
@@ -57,8 +63,8 @@ def table1(ev: Evidence) -> Artefact:
     settings.sort(key=lambda s: (order[s.pairing], {PROPOSED: 0, BASELINE: 1}.get(str(s.method), 2)))
     found, missing = [], []
     for s in settings:
-        values, lines = s.collect(lambda run: run.final(suites))
-        found.append((values, sum(run.state == "collapsed" for run in s.seeds().values())))
+        found_s, lines = finals(s, suites)
+        found.append(found_s)
         missing += lines
     beyond = not all(map(compared, settings))
     ks = {suite: sorted({f.k[suite] for values, _ in found for f in values.values() if f.k[suite]}) for suite in suites}
@@ -119,19 +125,36 @@ def reference(entries: list[Any], match: dict[str, Any], fields: dict[str, str])
 
 
 def table2(ev: Evidence) -> Artefact:
-    """The pressure proxies of the GR-OPD settings of grid lambda."""
+    """The pressure proxies of the GR-OPD settings of grid lambda, and each setting's Macro paired with its pairing's
+    vanilla OPD and with Table 1's GR-OPD (the λ of grid table1)."""
     settings = [s for s in ev.settings("lambda") if s.record and s.record.reads("gropd.lam")]  # λ's settings
-    paper, d = ev.profile == "paper", ev.report.decimals
+    paper, d, suites = ev.profile == "paper", ev.report.decimals, list(ev.suites)
+    references = {  # (pairing, method) -> the setting a row's Macro is paired with: vanilla OPD, Table 1's GR-OPD
+        (s.pairing, str(s.method)): s
+        for s in [*ev.settings("table1"), *ev.settings("lambda")]
+        if str(s.method) in (PROPOSED, BASELINE) and (s.method == BASELINE or "table1" in s.grids)
+    }
     header = [*Column.texts("Pairing", "λ", "γ"), Column("seeds", ("n",))]
-    header += [Column("normalised pressure", STATS), Column("retained pressure", STATS)]
+    header += [Column("normalised pressure", STATS), Column("retained pressure", STATS), Column("Macro", STATS)]
+    header += [Column("Δ Macro vs vanilla OPD", INTERVAL), Column("Δ Macro vs Table 1's GR-OPD", INTERVAL)]
     header += Column.texts("paper (reference): normalised", "paper (reference): retained") if paper else []
     rows, missing = [], []
     for s in settings:
         medians, lines = s.collect(lambda run: run.pressure())
-        missing += lines
+        mine, final_lines = finals(s, suites)
+        missing += [line for line in dict.fromkeys([*lines, *final_lines]) if line not in missing]
         lam, gamma = s.knob("lam"), s.knob("gamma")
         row = [*Cell.texts(ev.title(s.pairing), num(lam), num(gamma)), Cell.count(len(medians))]
         row += [stats_cell(stats([m[i] for m in medians.values()]), d) for i in (0, 1)]
+        row.append(stats_cell(stats([f.macro for f in mine[0].values()]), d))
+        for method, name in ((BASELINE, METHODS[BASELINE].label), (PROPOSED, "Table 1's GR-OPD")):
+            other = references.get((s.pairing, method))
+            if other is None or setting_key(other.config) == setting_key(s.config):
+                row.append(interval_cell(None, d))
+                continue
+            against, _ = finals(other, suites)
+            macro = score_comparisons(mine[0], against[0], len(suites) + 1)[-1]
+            row.append(delta_cell(macro, mine, against, name, d))
         refs = ev.report.paper_reference.table2
         match = {"pairing": s.pairing, "lam": lam, "gamma": gamma}
         rows.append(row + (reference(refs, match, {"normalised": ".2f", "retained": ".2f"}) if paper else []))
@@ -139,12 +162,15 @@ def table2(ev: Evidence) -> Artefact:
         "Per run: the median over its logged rollout batches (a collapsed run: up to its collapse) of the normalised "
         "pressure P = mean over prompt groups of |μ_g| / (σ_g + ε), and of the retained pressure λ·P; a median, as "
         f"single batches reach hundreds of times the typical value. {d} decimals. {CONVENTION}",
+        "Macro: as Table 1's, over the seeds that finished. Δ Macro: this row minus its pairing's vanilla OPD, or minus "
+        "Table 1's GR-OPD setting of that pairing (— on that row itself), per seed over the seeds both finished: mean "
+        "[95% t interval] (n), 'better' or 'worse' when the interval excludes 0; described, judged by no claim.",
         "Settings: the GR-OPD settings of grid lambda, each pooling every run of its config in any grid (Table 1's "
         "runs included)." + (" Paper columns: the published values, for reference." if paper else ""),
         built_from(ev, "grid lambda and the runs pooled with it"),
     ]
     table = Table("table2", "Table 2: normalised and retained teacher pressure", legend, header, rows, missing, 3)
-    manifests = ["grids/lambda.yaml", "pairings.yaml", "train.yaml", "report.yaml"]
+    manifests = ["grids/lambda.yaml", "grids/table1.yaml", "pairings.yaml", "train.yaml", "report.yaml"]
     return artefact(ev, table, settings, manifests, ("lambda",))
 
 
