@@ -40,6 +40,7 @@ MODES: dict[str, dict[str, str]] = {
     "native": {},
 }
 CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile")  # the code paths they open
+ONEDNN_FOR_ATEN = {"default": "SSE41", "avx2": "AVX2"}  # oneDNN's cap matching a lowered ATen capability
 
 
 class NumericsError(RuntimeError):
@@ -70,6 +71,7 @@ def enter(mode: str, environ: MutableMapping[str, str] | None = None) -> None:
     wanted = environment(mode)
     if "torch" not in sys.modules:
         environ.update(wanted)
+        cap_onednn_to_aten(environ)
         return
     wrong = mismatches(mode, environ)
     capability = aten_capability()
@@ -81,6 +83,21 @@ def enter(mode: str, environ: MutableMapping[str, str] | None = None) -> None:
             f"{'; '.join(wrong)}. Start a fresh process (gropd.cli sets them before torch loads), or export "
             f"{' '.join(f'{k}={v}' for k, v in wanted.items())} before it starts"
         )
+
+
+def cap_onednn_to_aten(environ: MutableMapping[str, str] | None = None) -> str | None:
+    """Where ATEN_CPU_CAPABILITY lowers ATen's kernels to `default` or `avx2` and ONEDNN_MAX_CPU_ISA is unset, cap
+    oneDNN at the same level (SSE41, AVX2) and return it; else change nothing and return None. Before torch loads.
+    Why: torch's CPU flash attention asks oneDNN whether the CPU packs bf16 blocks for AMX, then packs them with
+    ATen's kernels, which only their AVX-512 build can ("pack_vnni2 is only supported when avx512 is supported":
+    bf16 attention fails on an AMX CPU under ATEN_CPU_CAPABILITY=avx2 alone; torch 2.13,
+    tests/test_portable_numerics.py)."""
+    environ = os.environ if environ is None else environ
+    level = ONEDNN_FOR_ATEN.get(environ.get("ATEN_CPU_CAPABILITY", "").lower())
+    if level is None or "ONEDNN_MAX_CPU_ISA" in environ:
+        return None
+    environ["ONEDNN_MAX_CPU_ISA"] = level
+    return level
 
 
 def aten_capability() -> str:

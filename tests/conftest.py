@@ -8,8 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
-from tiny_runs import project
+
+from gropd.numerics import cap_onednn_to_aten
+
+cap_onednn_to_aten()  # before torch loads: a lane run under ATEN_CPU_CAPABILITY=avx2 or =default alone (README)
+import torch  # noqa: E402
+from tiny_runs import project  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,7 @@ import pytest
 from tiny_runs import REPO, tiny_config
 
 from gropd.config import load_manifests
-from gropd.numerics import PINNED, NumericsError, cpu_record, enter, environment, mismatches
+from gropd.numerics import PINNED, NumericsError, cap_onednn_to_aten, cpu_record, enter, environment, mismatches
 from gropd.runs.pipeline import execute
 
 COMMITTED = REPO / "results" / "reference" / "tiny" / "table1__I4nothink-I1.7nothink__gropd"
@@ -91,6 +91,49 @@ def test_enter_sets_the_mode_before_torch_loads_and_refuses_after() -> None:
         enter("portable", {**environ, "MKL_CBWR": "AVX2"})
     with pytest.raises(KeyError, match="expected one of portable, native"):
         environment("fast")
+
+
+def test_a_lowered_aten_capability_caps_onednn_too_unless_it_is_set() -> None:
+    for capability, level in (("avx2", "AVX2"), ("DEFAULT", "SSE41")):
+        environ = {"ATEN_CPU_CAPABILITY": capability}
+        assert cap_onednn_to_aten(environ) == level and environ["ONEDNN_MAX_CPU_ISA"] == level
+    for environ in ({}, {"ATEN_CPU_CAPABILITY": "avx512"}, {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "X"}):
+        before = dict(environ)
+        assert cap_onednn_to_aten(environ) is None and environ == before  # native kernels, or the user's own cap
+    saved = sys.modules.pop("torch")
+    try:
+        environ = {"ATEN_CPU_CAPABILITY": "avx2"}
+        enter("native", environ)  # what every run's process does before torch loads
+    finally:
+        sys.modules["torch"] = saved
+    assert environ == {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+BF16_ATTENTION = """
+import torch
+q = torch.randn(16, 4, 64, 16, dtype=torch.bfloat16)
+k = torch.randn(16, 4, 96, 16, dtype=torch.bfloat16)
+mask = torch.ones(16, 1, 64, 96, dtype=torch.bool).tril(32)
+torch.nn.functional.scaled_dot_product_attention(q, k, k, attn_mask=mask)
+print(torch.backends.cpu.get_cpu_capability())
+"""
+
+
+@pytest.mark.skipif("amx_tile" not in cpu_record().get("flags", []), reason="the defect needs a CPU with AMX")
+def test_bf16_attention_runs_under_atens_avx2_kernels_on_an_amx_cpu() -> None:
+    """On an AMX CPU, torch's bf16 flash attention fails under ATEN_CPU_CAPABILITY=avx2 alone (the cause: gropd/
+    numerics.py cap_onednn_to_aten) and runs once a run's process has entered its mode, which caps oneDNN too. When a
+    torch release fixes the defect, the first assertion fails: the cap can then go."""
+    environ = {k: v for k, v in os.environ.items() if k not in PINNED} | {"ATEN_CPU_CAPABILITY": "avx2"}
+
+    def attention(prelude: str) -> subprocess.CompletedProcess:
+        code = prelude + BF16_ATTENTION
+        return subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True, text=True, timeout=120)
+
+    alone = attention("")
+    assert alone.returncode != 0 and "pack_vnni2 is only supported when avx512" in alone.stderr
+    entered = attention("from gropd.numerics import enter\nenter('native')\n")
+    assert entered.returncode == 0 and entered.stdout.strip() == "AVX2", entered.stderr
 
 
 def test_a_portable_run_in_a_process_whose_torch_loaded_natively_is_refused_before_writing(

@@ -1,7 +1,8 @@
 """Every result the prose states is in the artefacts built from the committed runs (issue: the twin, round 7).
 
-The README's results section and TINY.md's result sections of the reference runs state numbers; each must be
-found in the tables and the claims page that `results/reference` builds, or be a configuration value (a number of
+The README's results section and TINY.md's result sections state numbers; each must be found in the tables and
+the claims page built from the committed runs the section reports (`results/reference`; `results/native`, the runs
+the portable remake replaced, for TINY.md's rounds 5 and 6), or be a configuration value (a number of
 experiments/), or be named below as a number from elsewhere. Numbers are read in groups: a mean and its std
 ("43.45 ± 0.23"), an interval ("−0.12 [−0.93, +0.69]"), a trend ("0.245 → 0.062"); each value of a list is a group
 of its own. A group must appear in an artefact as consecutive numbers (an interval also as its mirror: "b − a" for

@@ -162,9 +162,10 @@ def table2(ev: Evidence) -> Artefact:
         "Per run: the median over its logged rollout batches (a collapsed run: up to its collapse) of the normalised "
         "pressure P = mean over prompt groups of |μ_g| / (σ_g + ε), and of the retained pressure λ·P; a median, as "
         f"single batches reach hundreds of times the typical value. {d} decimals. {CONVENTION}",
-        "Macro: as Table 1's, over the seeds that finished. Δ Macro: this row minus its pairing's vanilla OPD, or minus "
-        "Table 1's GR-OPD setting of that pairing (— on that row itself), per seed over the seeds both finished: mean "
-        "[95% t interval] (n), 'better' or 'worse' when the interval excludes 0; described, judged by no claim.",
+        "Macro: as Table 1's, over the seeds that finished. Δ Macro: this row minus its pairing's vanilla OPD, or "
+        "minus Table 1's GR-OPD setting of that pairing (— on that row itself), per seed over the seeds both "
+        "finished: mean [95% t interval] (n), 'better' or 'worse' when the interval excludes 0; described, judged by "
+        "no claim.",
         "Settings: the GR-OPD settings of grid lambda, each pooling every run of its config in any grid (Table 1's "
         "runs included)." + (" Paper columns: the published values, for reference." if paper else ""),
         built_from(ev, "grid lambda and the runs pooled with it"),
