@@ -32,7 +32,9 @@ ELSEWHERE = {  # numbers measured outside the reference runs, each with the word
     "~1.2 points once, from TRL's trainer": "TRL's DistillationTrainer, one seed, the old split (TINY.md round 5)",
     '"~1.2 points" was measured as +1.07': "the same TRL measurement, corrected in round 6",
 }
-NUMBER = re.compile(r"(?<![\w.])[−+-]?\d+(?:,\d{3})*(?:\.\d+)?%?(?![\w.])")
+NUMBER = re.compile(r"(?<![\w.])[−+-]?\d+(?:,\d{3})*(?:\.\d+)?%?(?!\w|\.\d)")  # "0.23." ends a sentence
+KNOB = re.compile(r"(λ|γ|c) ?= ?$")  # "λ = 0.25" in prose, "λ=0.25" in the artefacts' setting labels
+LABEL = re.compile(r"(λ|γ|c)=(\d+(?:\.\d+)?)(?![\w.])")
 ARTEFACTS = ["table1", "table2", "table3", "table4", "table5", "table6", "claims"]
 
 
@@ -47,7 +49,7 @@ def mirror(token: str) -> str:
 def groups(text: str) -> list[tuple[list[str], int]]:
     """(the numbers of each group in `text`, the group's offset), groups holding a decimal or a percentage. Numbers
     join a group across "±", "→" and an interval's "[" and its inner ","; anything else (a list's ", " or "and", a
-    range's "–") starts a new one."""
+    range's "–") starts a new one. A setting's value ("λ = 0.25") is read as "λ=0.25", a group of its own."""
     found, current, end, bracket = [], [], 0, False
     for match in NUMBER.finditer(text):
         gap = " ".join(text[end : match.start()].split())
@@ -56,7 +58,9 @@ def groups(text: str) -> list[tuple[list[str], int]]:
             found.append(current)
             current, bracket = [], False
         bracket = bracket or gap == "["
-        current.append((value(match.group(0)), match.start()))
+        knob = KNOB.search(text[max(end, match.start() - 4) : match.start()])
+        number = value(match.group(0))
+        current.append((f"{knob.group(1)}={number}" if knob and not current else number, match.start()))
         end = match.end()
     found += [current] if current else []
     return [([v for v, _ in g], g[0][1]) for g in found if any("." in v or "%" in v for v, _ in g)]
@@ -73,6 +77,8 @@ class Artefacts:
         ]
         manifests = [*REPO.glob("experiments/*.yaml"), *REPO.glob("experiments/*/*.yaml")]
         self.config = {value(t).lstrip("-") for path in manifests for t in NUMBER.findall(path.read_text())}
+        texts = [path.read_text() for path in out.glob("*.md")]
+        self.settings = {f"{knob}={float(v)}" for text in texts for knob, v in LABEL.findall(text)}  # λ=0.25, ...
 
     def consecutive(self, numbers: list[str]) -> bool:
         n = len(numbers)
@@ -80,7 +86,11 @@ class Artefacts:
 
     def holds(self, numbers: list[str]) -> bool:
         """Whether the group is in an artefact: as it is, or mirrored (an interval's b − a; a lone number's
-        magnitude); a lone number may also be a configuration value or a share shown as a fraction."""
+        magnitude); a lone number may also be a configuration value or a share shown as a fraction; a setting's
+        value ("λ=0.25") only the value of a setting the artefacts label."""
+        if len(numbers) == 1 and "=" in numbers[0]:
+            knob, number = numbers[0].split("=")
+            return f"{knob}={float(number)}" in self.settings
         if self.consecutive(numbers) or (len(numbers) == 1 and self.consecutive([mirror(numbers[0])])):
             return True
         if len(numbers) == 3 and self.consecutive([mirror(numbers[0]), mirror(numbers[2]), mirror(numbers[1])]):
@@ -139,14 +149,14 @@ def test_every_stated_result_is_in_the_artefacts(artefacts) -> None:
 
 
 def test_a_group_changed_by_one_in_a_last_digit_is_caught(artefacts) -> None:
-    """The check above fails for any number of a group of two or more changed by one in its last digit, but where
-    the change makes it another group the same file states (per-seed values one digit apart: "0.55 ± 0.13, 0.56 ±
-    0.13"), which no reading of numbers alone can tell from a true statement."""
+    """The check above fails for any number of a group of two or more, or a setting's value, changed by one in its
+    last digit, but where the change makes it another group the same file states (per-seed values one digit apart:
+    "0.55 ± 0.13, 0.56 ± 0.13"), which no reading of numbers alone can tell from a true statement."""
     everything = stated()
     said = {(name, tuple(numbers)) for name, _, numbers, _ in everything}
     uncaught = []
     for name, runs, numbers, context in everything:
-        if len(numbers) < 2:
+        if len(numbers) < 2 and "=" not in numbers[0]:  # a number alone: only checked to be there
             continue
         for index, number in enumerate(numbers):
             digits = number.rstrip("%")
