@@ -71,7 +71,6 @@ def enter(mode: str, environ: MutableMapping[str, str] | None = None) -> None:
     wanted = environment(mode)
     if "torch" not in sys.modules:
         environ.update(wanted)
-        cap_onednn_to_aten(environ)
         return
     wrong = mismatches(mode, environ)
     capability = aten_capability()
@@ -87,7 +86,8 @@ def enter(mode: str, environ: MutableMapping[str, str] | None = None) -> None:
 
 def cap_onednn_to_aten(environ: MutableMapping[str, str] | None = None) -> str | None:
     """Where ATEN_CPU_CAPABILITY lowers ATen's kernels to `default` or `avx2` and ONEDNN_MAX_CPU_ISA is unset, cap
-    oneDNN at the same level (SSE41, AVX2) and return it; else change nothing and return None. Before torch loads.
+    oneDNN at the same level (SSE41, AVX2) and return it; else change nothing and return None. Before torch loads:
+    importing gropd does it for the process and its children.
     Why: torch's CPU flash attention asks oneDNN whether the CPU packs bf16 blocks for AMX, then packs them with
     ATen's kernels, which only their AVX-512 build can ("pack_vnni2 is only supported when avx512 is supported":
     bf16 attention fails on an AMX CPU under ATEN_CPU_CAPABILITY=avx2 alone; torch 2.13,

@@ -7,13 +7,10 @@ import os
 import shutil
 from pathlib import Path
 
+import gropd  # noqa: F401  # isort: skip  (before torch: caps oneDNN under a lowered ATen capability)
 import pytest
-
-from gropd.numerics import cap_onednn_to_aten
-
-cap_onednn_to_aten()  # before torch loads: a lane run under ATEN_CPU_CAPABILITY=avx2 or =default alone (README)
-import torch  # noqa: E402
-from tiny_runs import project  # noqa: E402
+import torch
+from tiny_runs import project
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -100,13 +100,6 @@ def test_a_lowered_aten_capability_caps_onednn_too_unless_it_is_set() -> None:
     for environ in ({}, {"ATEN_CPU_CAPABILITY": "avx512"}, {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "X"}):
         before = dict(environ)
         assert cap_onednn_to_aten(environ) is None and environ == before  # native kernels, or the user's own cap
-    saved = sys.modules.pop("torch")
-    try:
-        environ = {"ATEN_CPU_CAPABILITY": "avx2"}
-        enter("native", environ)  # what every run's process does before torch loads
-    finally:
-        sys.modules["torch"] = saved
-    assert environ == {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
 
 BF16_ATTENTION = """
@@ -122,8 +115,9 @@ print(torch.backends.cpu.get_cpu_capability())
 @pytest.mark.skipif("amx_tile" not in cpu_record().get("flags", []), reason="the defect needs a CPU with AMX")
 def test_bf16_attention_runs_under_atens_avx2_kernels_on_an_amx_cpu() -> None:
     """On an AMX CPU, torch's bf16 flash attention fails under ATEN_CPU_CAPABILITY=avx2 alone (the cause: gropd/
-    numerics.py cap_onednn_to_aten) and runs once a run's process has entered its mode, which caps oneDNN too. When a
-    torch release fixes the defect, the first assertion fails: the cap can then go."""
+    numerics.py cap_onednn_to_aten) and runs where gropd was imported first, which caps oneDNN too (gropd/__init__.py;
+    every entry point imports it). When a torch release fixes the defect, the first assertion fails: the cap can
+    then go."""
     environ = {k: v for k, v in os.environ.items() if k not in PINNED} | {"ATEN_CPU_CAPABILITY": "avx2"}
 
     def attention(prelude: str) -> subprocess.CompletedProcess:
@@ -132,7 +126,7 @@ def test_bf16_attention_runs_under_atens_avx2_kernels_on_an_amx_cpu() -> None:
 
     alone = attention("")
     assert alone.returncode != 0 and "pack_vnni2 is only supported when avx512" in alone.stderr
-    entered = attention("from gropd.numerics import enter\nenter('native')\n")
+    entered = attention("import gropd\n")
     assert entered.returncode == 0 and entered.stdout.strip() == "AVX2", entered.stderr
 
 
