@@ -127,12 +127,13 @@ def reference(entries: list[Any], match: dict[str, Any], fields: dict[str, str])
 def table2(ev: Evidence) -> Artefact:
     """The pressure proxies of the GR-OPD settings of grid lambda, and each setting's Macro paired with its pairing's
     vanilla OPD and with Table 1's GR-OPD (the λ of grid table1)."""
-    settings = [s for s in ev.settings("lambda") if s.record and s.record.reads("gropd.lam")]  # λ's settings
+    swept = ev.settings("lambda")
+    settings = [s for s in swept if s.record and s.record.reads("gropd.lam")]  # λ's settings
     paper, d, suites = ev.profile == "paper", ev.report.decimals, list(ev.suites)
-    references = {  # (pairing, method) -> the setting a row's Macro is paired with: vanilla OPD, Table 1's GR-OPD
-        (s.pairing, str(s.method)): s
-        for s in [*ev.settings("table1"), *ev.settings("lambda")]
-        if str(s.method) in (PROPOSED, BASELINE) and (s.method == BASELINE or "table1" in s.grids)
+    references = {  # (pairing, method) -> (setting key, finals) of what a row's Macro is paired with, read once
+        (s.pairing, str(s.method)): (setting_key(s.config), finals(s, suites)[0])
+        for s in [*ev.settings("table1"), *swept]
+        if str(s.method) == BASELINE or (str(s.method) == PROPOSED and "table1" in s.grids)
     }
     header = [*Column.texts("Pairing", "λ", "γ"), Column("seeds", ("n",))]
     header += [Column("normalised pressure", STATS), Column("retained pressure", STATS), Column("Macro", STATS)]
@@ -148,11 +149,10 @@ def table2(ev: Evidence) -> Artefact:
         row += [stats_cell(stats([m[i] for m in medians.values()]), d) for i in (0, 1)]
         row.append(stats_cell(stats([f.macro for f in mine[0].values()]), d))
         for method, name in ((BASELINE, METHODS[BASELINE].label), (PROPOSED, "Table 1's GR-OPD")):
-            other = references.get((s.pairing, method))
-            if other is None or setting_key(other.config) == setting_key(s.config):
+            key, against = references.get((s.pairing, method), (None, None))
+            if against is None or key == setting_key(s.config):
                 row.append(interval_cell(None, d))
                 continue
-            against, _ = finals(other, suites)
             macro = score_comparisons(mine[0], against[0], len(suites) + 1)[-1]
             row.append(delta_cell(macro, mine, against, name, d))
         refs = ev.report.paper_reference.table2
