@@ -170,7 +170,7 @@ def table2(ev: Evidence) -> Artefact:
         "runs included)." + (" Paper columns: the published values, for reference." if paper else ""),
         built_from(ev, "grid lambda and the runs pooled with it"),
     ]
-    table = Table("table2", "Table 2: normalised and retained teacher pressure", legend, header, rows, missing, 3)
+    table = Table("table2", "Table 2: teacher pressure and Macro by λ", legend, header, rows, missing, 3)
     manifests = ["grids/lambda.yaml", "grids/table1.yaml", "pairings.yaml", "train.yaml", "report.yaml"]
     return artefact(ev, table, settings, manifests, ("lambda",))
 
