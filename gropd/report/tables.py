@@ -130,10 +130,11 @@ def table2(ev: Evidence) -> Artefact:
     swept = ev.settings("lambda")
     settings = [s for s in swept if s.record and s.record.reads("gropd.lam")]  # λ's settings
     paper, d, suites = ev.profile == "paper", ev.report.decimals, list(ev.suites)
+    pairings = {s.pairing for s in settings}
     references = {  # (pairing, method) -> (setting key, finals) of what a row's Macro is paired with, read once
         (s.pairing, str(s.method)): (setting_key(s.config), finals(s, suites)[0])
         for s in [*ev.settings("table1"), *swept]
-        if str(s.method) == BASELINE or (str(s.method) == PROPOSED and "table1" in s.grids)
+        if s.pairing in pairings and (str(s.method) == BASELINE or (str(s.method) == PROPOSED and "table1" in s.grids))
     }
     header = [*Column.texts("Pairing", "λ", "γ"), Column("seeds", ("n",))]
     header += [Column("normalised pressure", STATS), Column("retained pressure", STATS), Column("Macro", STATS)]
