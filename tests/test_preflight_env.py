@@ -160,6 +160,8 @@ def test_a_gpu_node_with_everything_in_place_passes(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(torch, "__version__", "2.14.0+cu130")
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    disk = shutil.disk_usage(tmp_path)  # the node's disk: 2 TiB free, whatever this machine has left
+    monkeypatch.setattr(check.shutil, "disk_usage", lambda path: disk._replace(free=2 * 2**40))
     # installed: requirements.txt's pins, requirements-gpu.txt's over them (vLLM 0.33.0 among them)
     pinned = {**check.gpu_pins(root / "requirements.txt"), **check.gpu_pins(root / "requirements-gpu.txt")}
     monkeypatch.setattr(check.importlib.metadata, "version", lambda name: pinned.get(name.lower(), "1.0"))
