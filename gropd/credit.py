@@ -123,7 +123,8 @@ def group_stats(S: torch.Tensor, group_size: int, std: str = "unbiased") -> tupl
     `std="population"`: divide by `G`. For `G = 1` the unbiased σ is undefined and
     is returned as 0 (never NaN), which `is_degenerate` always flags.
     """
-    import torch
+
+    from gropd.vector_math import sqrt
 
     if std not in STD_CONVENTIONS:
         raise ValueError(f"unknown std convention {std!r}; valid: {', '.join(STD_CONVENTIONS)}")
@@ -131,7 +132,7 @@ def group_stats(S: torch.Tensor, group_size: int, std: str = "unbiased") -> tupl
     grouped = S.reshape(n_groups, group_size)
     mu = grouped.mean(dim=1)
     dof = max(group_size - 1, 1) if std == "unbiased" else group_size
-    sigma = torch.sqrt(((grouped - mu[:, None]) ** 2).sum(dim=1) / dof)
+    sigma = sqrt(((grouped - mu[:, None]) ** 2).sum(dim=1) / dof)
     return mu, sigma
 
 

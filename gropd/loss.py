@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 import torch
 
+from gropd.vector_math import exp
+
 
 def _token_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean over every response token of the batch: `Σ_{i,t} m·x / Σ_{i,t} m` (0 if no tokens)."""
@@ -82,7 +84,7 @@ def clipped_policy_loss(
     delta = logp_new.to(dtype) - logp_old.detach().to(dtype)
     log_ratio = torch.where(keep, delta, torch.zeros_like(delta))
     A = torch.where(keep, advantages.detach().to(dtype), torch.zeros_like(delta))
-    ratio = torch.exp(log_ratio)
+    ratio = exp(log_ratio)
     unclipped = -A * ratio
     clipped = -A * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     loss = aggregate(torch.maximum(unclipped, clipped), keep, agg)

@@ -10,12 +10,16 @@ PyTorch's CPU math comes from three libraries, each of which picks its kernels f
 - ATen's vectorised kernels (elementwise ops, softmax, reductions, CPU flash attention): `ATEN_CPU_CAPABILITY`
   (`default`: the build's baseline kernels, no CPU-specific vectorisation), read when torch is imported.
 - oneDNN: `ONEDNN_MAX_CPU_ISA` caps the instruction set its JIT kernels use.
+- MKL's vector math (VML: float exp, log, sqrt, cos, sin, ... on a CPU), which no switch fixes: on an AMD CPU
+  `MKL_CBWR` does not reach it. `GROPD_VECTOR_MATH=aten` makes this project's code take routes that never call it
+  (gropd/vector_math.py).
 
 Modes:
-    portable  MKL_CBWR=COMPATIBLE, ATEN_CPU_CAPABILITY=default, ONEDNN_MAX_CPU_ISA=SSE41: the same code path
-              on every x86-64 CPU, so that a run gives the same bits on an Intel Xeon and an AMD EPYC (one thread;
-              the thread count is part of a run's config): checked on two Intel models, not yet on an AMD CPU
-              (tests/test_portable_numerics.py). About 2x the native step on an AVX-512 Xeon.
+    portable  MKL_CBWR=COMPATIBLE, ATEN_CPU_CAPABILITY=default, ONEDNN_MAX_CPU_ISA=SSE41, GROPD_VECTOR_MATH=aten:
+              the same code path on every x86-64 CPU, meant to give the same bits on an Intel Xeon and an AMD EPYC
+              (one thread; the thread count is part of a run's config). Checked across vendors op by op
+              (../shared/numerics: the op battery), a whole run on Intel Xeons only (tests/test_portable_numerics.py).
+              About 2x the native step on an AVX-512 Xeon.
     native    nothing pinned: the fastest kernels for this CPU; bits differ between CPU families. GPU runs
               are reproducible only within one machine in any mode.
 
@@ -34,9 +38,14 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
-PINNED = ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
+PINNED = ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "GROPD_VECTOR_MATH")
 MODES: dict[str, dict[str, str]] = {
-    "portable": {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"},
+    "portable": {
+        "MKL_CBWR": "COMPATIBLE",
+        "ATEN_CPU_CAPABILITY": "default",
+        "ONEDNN_MAX_CPU_ISA": "SSE41",
+        "GROPD_VECTOR_MATH": "aten",
+    },
     "native": {},
 }
 CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile")  # the code paths they open

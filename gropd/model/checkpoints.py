@@ -155,9 +155,11 @@ def load_model(ref: CheckpointRef, device: torch.device, dtype: str, every_rank:
     variable off, so every rank reads the real weights (they are the same file)."""
     from transformers import AutoModelForCausalLM
 
+    from gropd.model.rotary_table import tabulate_rotary
+
     with _ram_efficient_loading(not every_rank):
         model = AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=torch_dtype(dtype))
-    return model.to(device)
+    return tabulate_rotary(model).to(device)
 
 
 @contextmanager

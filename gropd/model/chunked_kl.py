@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from gropd.model.chunked_logprobs import autocast_state, chunk_log_probs, chunk_tokens, head_gradients
+from gropd.vector_math import exp
 
 
 class _TokenReverseKL(torch.autograd.Function):
@@ -29,7 +30,7 @@ class _TokenReverseKL(torch.autograd.Function):
             rows = slice(start, start + chunk)
             log_p = chunk_log_probs(hidden[rows], weight, bias, temperature)
             log_q = chunk_log_probs(teacher_hidden[rows], teacher_weight, teacher_bias, 1.0)
-            kl[rows] = log_p.exp().mul_(log_p - log_q).sum(-1)
+            kl[rows] = exp(log_p).mul_(log_p - log_q).sum(-1)
             del log_p, log_q  # before the next chunk's logits exist
         ctx.save_for_backward(hidden, weight, bias, teacher_hidden, teacher_weight, teacher_bias, kl)
         ctx.temperature, ctx.chunk, ctx.autocast = temperature, chunk, autocast_state(hidden)
@@ -42,7 +43,7 @@ class _TokenReverseKL(torch.autograd.Function):
         def grad_logits(rows: slice) -> torch.Tensor:
             log_p = chunk_log_probs(hidden[rows], weight, bias, ctx.temperature)
             log_q = chunk_log_probs(teacher_hidden[rows], teacher_weight, teacher_bias, 1.0)
-            grad = log_p.sub(log_q).sub_(kl[rows, None]).mul_(log_p.exp())
+            grad = log_p.sub(log_q).sub_(kl[rows, None]).mul_(exp(log_p))
             return grad.mul_(grad_kl[rows, None] / ctx.temperature)
 
         with torch.autocast(*ctx.autocast):

@@ -21,6 +21,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from gropd.vector_math import exp
+
 CHUNK_ELEMENTS = 2**24  # logits per chunk on a CPU, the least on CUDA: 64 MiB of float32 (110 tokens at 151,936)
 MAX_CHUNK_ELEMENTS = 2**28  # the most on CUDA: 1 GiB of float32 (1,766 tokens at Qwen3's 151,936 entries)
 FREE_SHARE = 1 / 8  # of the GPU's free memory, for the LIVE_COPIES float32 [chunk, V] tensors a chunk holds at
@@ -95,7 +97,7 @@ class _TokenLogProbs(torch.autograd.Function):
             log_probs = chunk_log_probs(hidden[rows], weight, bias, temperature)
             chosen[rows] = log_probs.gather(-1, targets[rows, None]).squeeze(-1)
             if with_entropy:
-                entropy[rows] = -log_probs.exp().mul_(log_probs).sum(-1)
+                entropy[rows] = -exp(log_probs).mul_(log_probs).sum(-1)
             del log_probs  # before the next chunk's logits exist
         ctx.save_for_backward(hidden, weight, bias, targets, entropy)
         ctx.temperature, ctx.chunk, ctx.autocast = temperature, chunk, autocast_state(hidden)
@@ -130,7 +132,7 @@ def _chunk_grad_logits(
     entropy_part: tuple[torch.Tensor, torch.Tensor] | None,
 ) -> torch.Tensor:
     """∂L/∂z `[c, V]` = g_y (onehot(y) − π) − g_H π ⊙ (log π + H), built in place on log π's memory."""
-    probs = log_probs.exp()
+    probs = exp(log_probs)
     if entropy_part is None:
         grad = probs.mul_(-grad_chosen[:, None])
     else:

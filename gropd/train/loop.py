@@ -45,6 +45,7 @@ from gropd.record.run_lock import require_held
 from gropd.train.prompts import PromptSampler, load_prompt_pool
 from gropd.train.step import StepContext, assign_prompts, print_progress, step_seed, train_step
 from gropd.train.world import layout_note, process_group_timeout, rank_share
+from gropd.vector_math import VML_FREE
 
 MIXED_PRECISION = {"float32": "no", "bfloat16": "bf16"}  # backend.dtype -> accelerate's mixed_precision
 
@@ -123,10 +124,12 @@ def fsdp_on_cpu(accelerator: Accelerator, plugin: FullyShardedDataParallelPlugin
 
 
 def make_optimizer(config: RunConfig, model: torch.nn.Module, fused: bool = False):
-    """AdamW and its schedule (lr per optimiser step). `fused`: one kernel a step with no sqrt(v) temporary (the
-    trainer on CUDA, gropd/model/fit.py); else torch's default implementation (on a CPU its single-tensor loop:
-    the committed runs' numerics; on CUDA foreach)."""
+    """AdamW and its schedule (lr per optimiser step). `fused` (the trainer on CUDA, gropd/model/fit.py), or a
+    process whose numerics call no MKL vector math (gropd/vector_math.py: the portable mode): one kernel a step,
+    no sqrt(v) temporary, and on a CPU a sqrt of ATen's own; else torch's default implementation (on a CPU its
+    single-tensor loop, whose sqrt is MKL's vector math; on CUDA foreach)."""
     o, s = config.train.optimizer, config.train.schedule
+    fused = fused or VML_FREE
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay, eps=o.eps, fused=fused or None
     )

@@ -31,6 +31,8 @@ from transformers.cache_utils import Cache
 
 from gropd.model.logprobs import prefill
 from gropd.model.rollout.base import RolloutBatch, SamplingSettings, StopRule, finish_response, full_state_dict_items
+from gropd.model.rotary_table import tabulate_rotary
+from gropd.vector_math import exp
 
 STRING_CHECK_EVERY = 8  # decode steps between checks of the unfinished rows' text for stop strings
 COMPACT_FRACTION = 0.25  # drop finished rows from the batch once this share of it has finished
@@ -126,7 +128,7 @@ def sample(
     stops = torch.tensor(rule.token_ids, dtype=torch.long, device=device)
     for step in range(cap):
         log_probs = torch.log_softmax(logits.float() / sampling.temperature, dim=-1)
-        probs = log_probs.exp()
+        probs = exp(log_probs)
         drawn = torch.multinomial(nucleus(probs, sampling.top_p), 1, generator=generator)  # [A, 1]
         live = active[~finished]
         drawn_tokens[live, step] = drawn[~finished, 0]
@@ -187,7 +189,7 @@ class HFRollout:
 
     def _copy_of(self, model: torch.nn.Module) -> torch.nn.Module:
         config = extract_model_from_parallel(model).config
-        return AutoModelForCausalLM.from_config(config, dtype=self.engine_dtype).to(self.device).eval()
+        return tabulate_rotary(AutoModelForCausalLM.from_config(config, dtype=self.engine_dtype)).to(self.device).eval()
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         if self.samples_trained_weights:
