@@ -131,13 +131,27 @@ def cpu_record(cpuinfo: str | None = None) -> dict[str, Any]:
 
 
 def library_versions() -> dict[str, str | None]:
-    """torch's version and those of the MKL and oneDNN it was built with (torch.__config__)."""
+    """torch's version, those of the MKL and oneDNN it was built with (torch.__config__) and the C library's
+    (libc_version)."""
     import torch
 
     info = torch.__config__.parallel_info().splitlines()
     mkl = next((line.split("Version", 1)[1].split("for")[0].strip() for line in info if "Math Kernel" in line), None)
     onednn = next((line.strip() for line in info if "MKL-DNN" in line or "oneDNN" in line), None)
-    return {"torch": torch.__version__, "mkl": mkl, "onednn": onednn}
+    return {"torch": torch.__version__, "mkl": mkl, "onednn": onednn, "libc": libc_version()}
+
+
+def libc_version() -> str | None:
+    """The C library this process runs on, e.g. 'glibc 2.36' (its libm computes ATen's baseline transcendental
+    functions): confstr's CS_GNU_LIBC_VERSION, else platform.libc_ver(); None where neither names one."""
+    try:
+        named = os.confstr("CS_GNU_LIBC_VERSION")
+    except (AttributeError, ValueError, OSError):  # no confstr, or a C library that is not glibc
+        named = None
+    if named:
+        return named
+    library, version = platform.libc_ver()
+    return f"{library} {version}" if library else None
 
 
 def machine_record(mode: str, threads: int | None) -> dict[str, Any]:
