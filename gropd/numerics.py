@@ -170,11 +170,13 @@ def machine_record(mode: str, threads: int | None) -> dict[str, Any]:
 
 
 def describe(record: dict[str, Any]) -> str:
-    """One line of a machine record: mode, CPU, ATen's kernels, libraries, threads."""
+    """One line of a machine record: mode, CPU, ATen's kernels, libraries (the C library "not recorded" in a
+    record made before runs recorded it), threads."""
     cpu = record.get("cpu") or {}
     where = f"{cpu.get('vendor')} {cpu.get('model_name')} (family {cpu.get('family')} model {cpu.get('model')})"
     mkl = (record.get("mkl") or "?").split("-")[0]
+    libc = record.get("libc") or ("C library unknown" if "libc" in record else "C library not recorded")
     return (
         f"{record.get('numerics')} · {where} · ATen {record.get('aten_capability')} · torch {record.get('torch')}, "
-        f"MKL {mkl} · {record.get('threads')} thread(s)"
+        f"MKL {mkl}, {libc} · {record.get('threads')} thread(s)"
     )
