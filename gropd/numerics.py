@@ -140,13 +140,27 @@ def cpu_record(cpuinfo: str | None = None) -> dict[str, Any]:
 
 
 def library_versions() -> dict[str, str | None]:
-    """torch's version and those of the MKL and oneDNN it was built with (torch.__config__)."""
+    """torch's version, those of the MKL and oneDNN it was built with (torch.__config__) and the C library's
+    (libc_version)."""
     import torch
 
     info = torch.__config__.parallel_info().splitlines()
     mkl = next((line.split("Version", 1)[1].split("for")[0].strip() for line in info if "Math Kernel" in line), None)
     onednn = next((line.strip() for line in info if "MKL-DNN" in line or "oneDNN" in line), None)
-    return {"torch": torch.__version__, "mkl": mkl, "onednn": onednn}
+    return {"torch": torch.__version__, "mkl": mkl, "onednn": onednn, "libc": libc_version()}
+
+
+def libc_version() -> str | None:
+    """The C library this process runs on, e.g. 'glibc 2.36' (its libm computes ATen's baseline transcendental
+    functions): confstr's CS_GNU_LIBC_VERSION, else platform.libc_ver(); None where neither names one."""
+    try:
+        named = os.confstr("CS_GNU_LIBC_VERSION")
+    except (AttributeError, ValueError, OSError):  # no confstr, or a C library that is not glibc
+        named = None
+    if named:
+        return named
+    library, version = platform.libc_ver()
+    return f"{library} {version}" if library else None
 
 
 def machine_record(mode: str, threads: int | None) -> dict[str, Any]:
@@ -165,11 +179,13 @@ def machine_record(mode: str, threads: int | None) -> dict[str, Any]:
 
 
 def describe(record: dict[str, Any]) -> str:
-    """One line of a machine record: mode, CPU, ATen's kernels, libraries, threads."""
+    """One line of a machine record: mode, CPU, ATen's kernels, libraries (the C library "not recorded" in a
+    record made before runs recorded it), threads."""
     cpu = record.get("cpu") or {}
     where = f"{cpu.get('vendor')} {cpu.get('model_name')} (family {cpu.get('family')} model {cpu.get('model')})"
     mkl = (record.get("mkl") or "?").split("-")[0]
+    libc = record.get("libc") or ("C library unknown" if "libc" in record else "C library not recorded")
     return (
         f"{record.get('numerics')} · {where} · ATen {record.get('aten_capability')} · torch {record.get('torch')}, "
-        f"MKL {mkl} · {record.get('threads')} thread(s)"
+        f"MKL {mkl}, {libc} · {record.get('threads')} thread(s)"
     )

@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from report_fixtures import P1, P2, P3, STEPS, metric_rows, scored, table1_grid, write_experiments, write_run
+from report_fixtures import P1, P2, P3, STEPS, metric_rows, scored, seeded, table1_grid, write_experiments, write_run
 
 from gropd.report import build
 from gropd.report.page import unstamped
@@ -245,10 +245,11 @@ def test_a_missing_figure_a_broken_link_or_an_outside_load_is_reported(built, ch
     assert any(expected in problem for problem in page_problems(tampered, built))
 
 
-def test_the_provenance_names_the_machine_each_run_computed_on(tmp_path: Path) -> None:
-    """A run's status.json `machines` (gropd/numerics.py: machine_record) in the provenance table's "computed on"
-    column; a run that recorded none says so."""
-    write_experiments(tmp_path, grids={"table1": table1_grid(P1)})
+def test_the_provenance_names_the_code_start_and_machine_of_each_run(tmp_path: Path) -> None:
+    """A run's status.json `code`, `started` and `machines` (gropd/record/code.py, gropd/numerics.py: machine_record)
+    in the provenance table's "code", "started" and "computed on" columns; a run made before runs recorded them
+    (no such fields, a machine record without `libc`) shows "not recorded" there."""
+    write_experiments(tmp_path, grids={"table1": table1_grid(P1, seeds=(0, 1))})
     machine = {
         "numerics": "portable",
         "aten_capability": "DEFAULT",
@@ -257,10 +258,13 @@ def test_the_provenance_names_the_machine_each_run_computed_on(tmp_path: Path) -
         "mkl": "2024.2-Product Build 20240605",
         "cpu": {"vendor": "AuthenticAMD", "model_name": "AMD EPYC 7B13", "family": "25", "model": "1"},
     }
-    scored(tmp_path, f"table1__{P1}__gropd", [30.0])
-    write_run(
-        tmp_path / "results", "tiny", f"table1__{P1}__opd", fields={"machines": [machine]}, metrics=metric_rows(STEPS)
-    )
+    code = [{"commit": "f1dcf815bbaac387ee199f1045edf19b8fa9c24f", "clean": True}, {"commit": "0123abc" + "0" * 33}]
+    recorded = {"machines": [{**machine, "libc": "glibc 2.36"}], "code": code, "started": "2026-12-05T20:07:13+00:00"}
+    write_run(tmp_path / "results", "tiny", f"table1__{P1}__opd", fields=recorded, metrics=metric_rows(STEPS))
+    old = {"machines": [machine], "code": [{"commit": None, "clean": None, "why": "no git executable on PATH"}]}
+    opd1 = seeded(f"table1__{P1}__opd", 1)
+    write_run(tmp_path / "results", "tiny", opd1, fields=old, metrics=metric_rows(STEPS))
+    scored(tmp_path, f"table1__{P1}__gropd", [30.0, 31.0])
     build(
         ["table1"],
         profile="tiny",
@@ -271,9 +275,17 @@ def test_the_provenance_names_the_machine_each_run_computed_on(tmp_path: Path) -
     page = Page((tmp_path / "out" / "tiny" / "index.html").read_text())
     rows = {row[0]: row for section, table in page.tables if section == "provenance" for row in table[1:]}
     header = next(table[0] for section, table in page.tables if section == "provenance")
-    column = header.index("computed on")
-    assert rows[f"table1__{P1}__opd"][column] == (
-        "portable · AuthenticAMD AMD EPYC 7B13 (family 25 model 1) · ATen DEFAULT · torch 2.13.0+cpu, MKL 2024.2 · "
-        "1 thread(s)"
-    )
-    assert rows[f"table1__{P1}__gropd"][column] == "not recorded"
+    columns = ("code", "started", "computed on")
+    shown = {rid: {name: row[header.index(name)] for name in columns} for rid, row in rows.items()}
+    amd = "portable · AuthenticAMD AMD EPYC 7B13 (family 25 model 1) · ATen DEFAULT · torch 2.13.0+cpu, MKL 2024.2, "
+    assert shown[f"table1__{P1}__opd"] == {
+        "code": "f1dcf81 + 0123abc+dirty",
+        "started": "2026-12-05T20:07:13+00:00",
+        "computed on": amd + "glibc 2.36 · 1 thread(s)",
+    }
+    assert shown[opd1] == {
+        "code": "unknown (no git executable on PATH)",
+        "started": "not recorded",
+        "computed on": amd + "C library not recorded · 1 thread(s)",
+    }
+    assert shown[f"table1__{P1}__gropd"] == dict.fromkeys(columns, "not recorded")

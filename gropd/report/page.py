@@ -16,11 +16,11 @@ from __future__ import annotations
 import html
 import importlib.metadata
 import re
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
 from gropd.numerics import describe
+from gropd.record.code import code_record, short
 from gropd.report.claims import Claims, Judged
 from gropd.report.evidence import Evidence
 from gropd.report.figures import DRAWS, Drawing
@@ -184,20 +184,27 @@ def figure_section(artefact: Artefact) -> str:
 
 
 def provenance_section(artefacts: list[Artefact]) -> str:
-    """Every run an artefact of the page read (grid, seed, state, config hash, the machines it computed on, which
-    artefacts read it) and every Missing line (with the artefacts that name it)."""
+    """Every run an artefact of the page read (grid, seed, state, config hash, the code that made it and when it
+    started, the machines it computed on, which artefacts read it) and every Missing line (with the artefacts that
+    name it). A run made before runs recorded one of these shows "not recorded" there."""
     runs = {run.run_id: run for a in artefacts for run in a.runs}
     rows = []
     for rid, run in runs.items():
         readers = ", ".join(a.name for a in artefacts if any(r.run_id == rid for r in a.runs))
         status = run.status or {}
+        unrecorded = "not recorded" if status else "—"
         machines = status.get("machines") if isinstance(status.get("machines"), list) else []
-        computed = " + ".join(describe(m) for m in machines if isinstance(m, dict))
-        computed = computed or ("not recorded" if status else "—")
-        rows.append(Cell.texts(rid, run.grid, run.seed, run.state, status.get("config_hash") or "—", computed, readers))
+        computed = " + ".join(describe(m) for m in machines if isinstance(m, dict)) or unrecorded
+        codes = status.get("code") if isinstance(status.get("code"), list) else []
+        code = " + ".join(short(c) for c in codes) or unrecorded
+        started = status.get("started") if isinstance(status.get("started"), str) else unrecorded
+        hashed = status.get("config_hash") or "—"
+        rows.append(Cell.texts(rid, run.grid, run.seed, run.state, hashed, code, started, computed, readers))
     lines = {line: [a.name for a in artefacts if line in a.missing] for a in artefacts for line in a.missing}
-    body = "<p>Every run the artefacts of this page read:</p>\n"
-    body += grid(["run", "grid", "seed", "state", "config hash", "computed on", "read by"], rows, labels=7)
+    body = "<p>Every run the artefacts of this page read (code: the commit that made it, +dirty where its tree was "
+    body += "not clean; started: its first session's start, UTC):</p>\n"
+    header = ["run", "grid", "seed", "state", "config hash", "code", "started", "computed on", "read by"]
+    body += grid(header, rows, labels=len(header))
     body += missing_html([f"{line} ({', '.join(names)})" for line, names in lines.items()])
     body += links([f"{a.name}.provenance.json" for a in artefacts], "What each artefact read, manifest digests too")
     return section("provenance", "Provenance", body, level=2)
@@ -234,21 +241,15 @@ def document(ev: Evidence, artefacts: list[Artefact], stamp: str) -> str:
 
 
 def code_version(root: Path) -> str:
-    """'git <commit>' of the checkout at `root` (with '+ uncommitted changes' when tracked files differ), else the
-    installed package's version; no network."""
-    try:
-        git = [
-            subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
-            for args in (["rev-parse", "HEAD"], ["status", "--porcelain", "--untracked-files=no"])
-        ]
-    except (OSError, subprocess.SubprocessError):
-        git = []
-    if git and git[0].returncode == 0:
-        return f"git {git[0].stdout.strip()}" + (" + uncommitted changes" if git[1].stdout.strip() else "")
+    """'git <commit>' of the checkout at `root` (with '+ uncommitted changes' where its tree is not clean:
+    gropd/record/code.py), else the installed package's version; no network."""
+    code = code_record(root)
+    if code["commit"]:
+        return f"git {code['commit']}" + ("" if code["clean"] else " + uncommitted changes")
     try:
         return f"gropd-repro {importlib.metadata.version('gropd-repro')}"
     except importlib.metadata.PackageNotFoundError:
-        return "unknown (no git checkout, gropd-repro not installed)"
+        return f"unknown (no git checkout: {code['why']}; gropd-repro not installed)"
 
 
 def unstamped(text: str) -> str:

@@ -26,12 +26,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gropd.config.errors import RunFileError
 from gropd.config.schema import BackendSettings
+from gropd.record.code import code_record
 from gropd.record.run_dir import RunDir
 from gropd.record.run_lock import RunBusyError, RunLostError, held_by_parent
 
@@ -78,7 +79,8 @@ class Ranks:
 def run_session(run_dir: RunDir, main: bool = True, backend: BackendSettings | None = None) -> Iterator[dict[str, Any]]:
     """Record this process as the run's owner; yields the status to go on from (a failed run's
     `failed_in` restored); records a failure or the session's wall time when the block ends. Only the
-    `main` process (rank 0, or a run's one process) writes. Given the run's `backend` settings, the machine
+    `main` process (rank 0, or a run's one process) writes. The run's first session records its start
+    (`started`), each session the code it runs (record_code); given the run's `backend` settings, the machine
     this session computes on is added to `machines` (gropd/numerics.py: machine_record) unless recorded."""
     status = run_dir.read_status() or {}
     if main and status.get("status") == "failed":
@@ -86,6 +88,9 @@ def run_session(run_dir: RunDir, main: bool = True, backend: BackendSettings | N
     if main:
         pid = os.getpid()
         status = run_dir.update_status(pid=pid, pid_start=process_start(pid), host=socket.gethostname())
+        if not status.get("started"):
+            status = run_dir.update_status(started=datetime.now(UTC).isoformat(timespec="seconds"))
+        status = record_code(run_dir, status)
         if backend is not None:
             status = record_machine(run_dir, status, backend.numerics, backend.threads)
     started, lost = time.monotonic(), False
@@ -103,6 +108,15 @@ def run_session(run_dir: RunDir, main: bool = True, backend: BackendSettings | N
         if main and not lost:
             wall = (run_dir.read_status() or {}).get("wall_s") or 0.0
             run_dir.update_status(wall_s=round(wall + time.monotonic() - started, 1))
+
+
+def record_code(run_dir: RunDir, status: dict[str, Any]) -> dict[str, Any]:
+    """status.json with the code this process runs in `code` (gropd/record/code.py: code_record; each distinct
+    record once, in the order first run: a run resumed from another commit lists both). Untracked files under
+    the run's profile directory (this run's outputs, its lock) do not make the tree unclean."""
+    codes = status.get("code") if isinstance(status.get("code"), list) else []
+    record = code_record(outputs=[run_dir.root.parent])
+    return status if record in codes else run_dir.update_status(code=[*codes, record])
 
 
 def record_machine(run_dir: RunDir, status: dict[str, Any], numerics: str, threads: int | None) -> dict[str, Any]:
