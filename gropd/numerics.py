@@ -26,7 +26,8 @@ Modes:
 `enter(mode)` puts the mode in this process's environment before torch loads, or refuses (NumericsError) when
 torch is already loaded under other settings; children inherit the environment. `machine_record()` is what
 status.json records of the process: the mode, the pinned variables, ATen's capability in use, the CPU, the
-thread count and the versions of torch, MKL and oneDNN.
+thread count and the versions of torch, MKL, oneDNN and the C library (glibc's libm computes ATen's baseline
+transcendental functions).
 """
 
 from __future__ import annotations
