@@ -1,6 +1,7 @@
 """Compare the runs two results directories share, bit for bit: every metric of every step (wall-clock timings
 aside) and every number of the evaluation summary. How a reviewer checks that their machine gave the committed
-numbers (the portable numerics mode promises the same bits on any x86-64 CPU: gropd/numerics.py).
+numbers (the portable numerics mode gives the same bits on the Intel Xeons checked, not yet across vendors:
+README, What is reproducible).
 
     python tools/compare_runs.py MINE THEIRS [--profile tiny]     e.g. results results/reference
 

@@ -202,7 +202,7 @@ class BackendSettings(Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     dtype: Literal["float32", "bfloat16"] = "bfloat16"
     threads: int | None = Field(default=None, ge=1)
-    numerics: Literal["portable", "native"] = "native"  # CPU code paths (gropd/numerics.py); portable: any x86-64
+    numerics: Literal["portable", "native"] = "native"  # CPU code paths (gropd/numerics.py); portable: pinned
     tensor_parallel: int = Field(ge=1, default=1)
     gradient_checkpointing: bool = False
     max_tokens_per_forward: int = Field(ge=1)  # packed tokens per forward (gropd/model/forward_batches.py)
