@@ -84,6 +84,11 @@ def text(values: dict[int, float], collapsed: int = 0) -> str:
     return body + (f", {collapsed} collapsed" if collapsed else "")
 
 
+def family(read: bool) -> str:
+    """REGISTERED for a comparison a verdict rule read, DESCRIBED for one it did not (families.py)."""
+    return REGISTERED if read else DESCRIBED
+
+
 def untrained(ev: Evidence, side: dict[str, Any], grids: list[str]) -> Setting | None:
     """The registered evaluation setting of a pairing's side (its model before OPD, in its mode) in `grids` (every
     grid's when none): its seeds are evaluations at as many evaluation seeds (gropd/runs/evaluation.py)."""
@@ -118,27 +123,30 @@ def distillation_rule(ev: Evidence, claim: ClaimSettings) -> Section:
     refs = [s for s in ev.settings(*claim.grids[1:]) if s.registered]
     rows, cells, lines, runs, deciding = [], {}, [], [run for s in refs for run in s.runs], {}
 
-    def pre(side: dict) -> tuple[list[float], str]:
+    def pre(side: dict) -> tuple[Setting | None, list[float], str]:
         if (s := untrained(ev, side, claim.grids[1:])) is None:
-            return [], f"— (no {side['model']} {side['mode']} run in grid {', '.join(claim.grids[1:])})"
+            return None, [], f"— (no {side['model']} {side['mode']} run in grid {', '.join(claim.grids[1:])})"
         values, _, miss = macros(ev, s)
         lines.extend(line for line in miss if line not in lines)
-        return list(values.values()), text(values)
+        return s, list(values.values()), text(values)
 
     for s in trained(ev, claim):
         record = ev.manifests.pairings[s.pairing]
-        (student, student_text), (teacher, teacher_text) = pre(record["student"]), pre(record["teacher"])
+        (student_ref, student, student_text), (teacher_ref, teacher, teacher_text) = map(
+            pre, (record["student"], record["teacher"])
+        )
         values, collapsed, miss = macros(ev, s)
-        sides = [ref for side in ("student", "teacher") if (ref := untrained(ev, record[side], claim.grids[1:]))]
         gain = lift(values, student)
         means = [statistics.fmean(x) if x else None for x in (student, teacher)]
+        sides = [ref for ref in (student_ref, teacher_ref) if ref]
         verdict = broken(s, *sides) or verdicts.distillation(*means, gain, collapsed)
         cells[cell := f"{ev.title(s.pairing)}, {s.label}"] = verdict
         known = values and None not in means and means[0] != means[1]
         share = gap_share(list(values.values()), student, teacher) if known else None
         identity = ("Macro", f"{ev.title(s.pairing)}: {s.label}", "the student before OPD")
-        deciding[cell] = Comparison(identity, gain, REGISTERED)
-        row = [student_text, teacher_text, text(values, collapsed), deciding[cell]]
+        read = verdict.outcome != NOT_TESTED and not collapsed  # (a collapsed seed fails it unread)
+        row = [student_text, teacher_text, text(values, collapsed), Comparison(identity, gain, family(read))]
+        deciding |= {cell: row[-1]} if read else {}
         rows.append([ev.title(s.pairing), s.label, *row, share_text(share, student, teacher), verdict.outcome])
         lines += miss + (lacking(ev, claim, [s]) if verdict.outcome == NOT_TESTED else [])
         runs += s.runs
@@ -193,16 +201,14 @@ def beats_rule(ev: Evidence, claim: ClaimSettings) -> Section:
         if verdict.outcome == REPRODUCED and b_collapsed:
             verdict, against = by_collapse(ev, first, a, verdict, names[0])
             stated += [against] if against else []
-        cells[ev.title(first.pairing)] = verdict
-        identity = ("Macro", f"{ev.title(first.pairing)}: {first.label}", f"{ev.title(first.pairing)}: {second.label}")
-        compared = Comparison(identity, interval, DESCRIBED if call else REGISTERED)
-        if not call:
-            deciding[ev.title(first.pairing)] = compared
+        cells[title := ev.title(first.pairing)] = verdict
+        identity = ("Macro", f"{title}: {first.label}", f"{title}: {second.label}")
+        read = not call and verdict.outcome != NOT_TESTED
+        compared = Comparison(identity, interval, family(read))
+        deciding |= {title: compared} if read else {}
         shown = [compared, call or ("—" if interval is None else comparison(interval, names))]
-        compared = f"{first.label} vs {second.label}"
-        rows.append(
-            [ev.title(first.pairing), compared, text(a, a_collapsed), text(b, b_collapsed), *shown, verdict.outcome]
-        )
+        settings = f"{first.label} vs {second.label}"
+        rows.append([title, settings, text(a, a_collapsed), text(b, b_collapsed), *shown, verdict.outcome])
         lines += miss_a + miss_b + (lacking(ev, claim, [first, second]) if verdict.outcome == NOT_TESTED else [])
         runs += first.runs + second.runs
     header = ["pairing", "settings", *names, f"paired {names[0]} − {names[1]} [95% t]", "comparison", "verdict"]
@@ -326,9 +332,10 @@ def pressure_rule(ev: Evidence, claim: ClaimSettings) -> Section:
         if judged.outcome == NOT_TESTED:
             pairs.append([name, Comparison(identity, interval, DESCRIBED), "not judged"])
             continue
-        deciding[name] = Comparison(identity, interval, REGISTERED)
-        pairs.append([name, deciding[name], judged.reason])
         cells[name] = broken(c, m) or judged
+        read = cells[name] is judged
+        pairs.append([name, Comparison(identity, interval, family(read)), judged.reason])
+        deciding |= {name: pairs[-1][1]} if read else {}
     if not cells:
         cells = {"every pair": Verdict(NOT_TESTED, f"no cross-pattern and matched setting has ≥ {MIN_SEEDS} seeds")}
         lines += lacking(ev, claim, settings)
