@@ -35,6 +35,31 @@ def test_the_readme_numbers_come_from_the_committed_runs(tmp_path: Path) -> None
     assert not missing, f"README numbers not rebuilt from results/reference: {missing}"
 
 
+def test_every_artefact_names_its_results_directory_as_the_project_does(tmp_path: Path, monkeypatch) -> None:
+    """Built from the checkout's results/reference given by its absolute path (as reproduce.sh passes --results),
+    no artefact holds the checkout's absolute path (meaningless on another machine): each names
+    `results/reference/tiny/`, relative to the repository root it is built in."""
+    from gropd.report import ARTEFACTS
+
+    monkeypatch.chdir(REPO)
+    written = build(
+        list(ARTEFACTS),
+        profile="tiny",
+        results_root=REPO / "results" / "reference",
+        experiments_dir=REPO / "experiments",
+        out_root=tmp_path,
+    )
+    assert {path.name for path in written} >= {"claims.md", "table2.md", "figure1.md", "index.html", "figure1.png"}
+    absolute = {str(REPO), str(REPO.resolve())}
+    holding = [path.name for path in written if any(root.encode() in path.read_bytes() for root in absolute)]
+    assert holding == []
+    text = {path.name: path.read_text() for path in written if path.suffix in (".md", ".html", ".json")}
+    for name in ("claims.md", "table2.md", "figure1.md"):
+        assert "Built from `results/reference/tiny/`" in text[name], name
+    assert "results read from <code>results/reference/tiny/</code>" in text["index.html"]
+    assert '"results_root": "results/reference"' in text["claims.provenance.json"]
+
+
 def test_the_second_constant_is_vanilla_opds_own_mean_feedback() -> None:
     """experiments/TINY.md, round 6: grid `baselines`' smaller c of each matched pairing is the mean over the logged
     steps of mean_abs_feedback in Table 1's committed OPD runs at seeds 0-2, to three significant digits."""

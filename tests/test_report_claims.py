@@ -8,6 +8,7 @@ summary.json files.
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import yaml
@@ -33,6 +34,7 @@ from gropd.config import ConfigError
 from gropd.report import build
 from gropd.report.claims import RULE_FUNCTIONS, claims
 from gropd.report.evidence import Trend
+from gropd.report.families import Comparison
 from gropd.report.stats import lift
 from gropd.report.verdicts import distillation, unstable
 
@@ -60,6 +62,11 @@ def bullets(s) -> dict[str, str]:
     return {name: f"{v.outcome} — {v.reason}" for name, v in s.cells.items()}
 
 
+def shown(rows) -> list[list[str]]:
+    """A section's table rows with each Comparison as its interval's text."""
+    return [[c.text() if isinstance(c, Comparison) else c for c in row] for row in rows]
+
+
 # --- 0. distillation works -------------------------------------------------------------------
 
 
@@ -85,10 +92,34 @@ def test_distillation_lift_is_a_t_interval_against_the_gap(tmp_path):
         f"{T2}, GR-OPD (λ=0.25, γ=0.99)": "not tested — no pre-OPD evaluation of the teacher",
         f"{T2}, vanilla OPD": "not tested — no pre-OPD evaluation of the teacher",
     }
-    table = "\n".join(s.tables[0][2][0])
+    table = "\n".join(shown(s.tables[0][2])[0])
     assert "10.00 (n=1)" in table and "26.00 ± 1.00 (n=3)" in table
+    assert "0.53 (baseline n = 1, no spread)" in table  # 16 / 30
     assert f"`table1__{P2}__gropd__seed2`: not run; a not-tested verdict needs it" in "\n".join(s.missing)
     assert f"`table1__{P2}__opd`: not run" in s.missing
+
+
+def test_distillation_carries_the_baselines_evaluation_noise(tmp_path):
+    """The student and the teacher each evaluated at three evaluation seeds (table6 at `--seeds 3`): student 9, 10,
+    11, teacher 39, 40, 41; GR-OPD 25, 26, 27. The lift is Welch's: 16, se² = 1/3 + 1/3, df = (2/3)² / ((1/3)²/2 x
+    2) = 4, t(0.975, 4) = 2.776445: half-width 2.776445 x √(2/3) = 2.27; the share 16/30 = 0.53 with the delta
+    method's interval [0.47, 0.60] (worked in tests/test_report_stats.py)."""
+    table6 = {
+        "kind": "eval",
+        "seeds": [0],
+        "include": [{"model": "I1.7", "mode": "nothink"}, {"model": "I4", "mode": "nothink"}],
+    }
+    write_experiments(tmp_path, grids={**ONLY, "table1": table1_grid(P1), "table6": table6})
+    scored(tmp_path, "table6__I1.7-nothink", [9.0, 10.0, 11.0])
+    scored(tmp_path, "table6__I4-nothink", [39.0, 40.0, 41.0])
+    scored(tmp_path, f"table1__{P1}__gropd", [25.0, 26.0, 27.0])
+    s = section(tmp_path, "0")
+    assert bullets(s)[f"{T1}, GR-OPD (λ=0.25, γ=0.99)"] == (
+        "reproduced — lift +16.00 [+13.73, +18.27] (n=3 vs 3, Welch) = 0.53 of the gap 30.00"
+    )
+    row = shown(s.tables[0][2])[0]
+    assert row[2:4] == ["10.00 ± 1.00 (n=3)", "40.00 ± 1.00 (n=3)"]
+    assert row[6] == "0.53 [0.47, 0.60] (baseline n = 3 and 3)"
 
 
 def test_distillation_rule_collapse_gap_and_seeds():
@@ -126,10 +157,11 @@ def test_gropd_against_opd_paired_by_seed(beats_world):
         T1: "reproduced — GR-OPD better: +11.00 [+8.52, +13.48] (n=3)",
         # differences −2, 1, 4: mean 1, std 3, half-width 7.45: the interval holds 0
         T2: "not reproduced — no difference resolved at 3 seeds: +1.00 [-6.45, +8.45] (n=3)",
-        T3: "reproduced — vanilla OPD collapsed in 2 of 2 seeds, GR-OPD in none",
+        T3: "reproduced — vanilla OPD collapsed in 2 of 2 seeds, GR-OPD in none: reproduced by the collapse alone (no "
+        "pre-OPD evaluation of the student to set GR-OPD against)",
         T4: "not tested — needs ≥ 2 seeds per setting (GR-OPD has 1)",
     }
-    rows = {row[0]: row for row in s.tables[0][2]}
+    rows = {row[0]: row for row in shown(s.tables[0][2])}
     assert rows[T3][3] == "—, 2 collapsed" and rows[T4][4:6] == ["+1.00 (n=1)", "no difference resolved at 1 seed"]
     assert rows[T3][4:6] == ["—", "not used: a collapse decides"]  # not "no difference" beside "reproduced"
     assert [line.split(":")[0] for line in s.missing] == [
@@ -139,6 +171,25 @@ def test_gropd_against_opd_paired_by_seed(beats_world):
         f"`table1__{P4}__gropd__seed2`",
         f"`table1__{P4}__opd__seed2`",
     ]
+
+
+def test_a_cell_won_by_a_collapse_says_so_and_sets_the_winner_against_the_untrained_student(tmp_path):
+    """I4think→B1.7: vanilla OPD collapsed in both seeds, GR-OPD 5 and 6; the untrained student (B1.7 before OPD,
+    table6) 10. GR-OPD − 10: −5, −4: mean −4.5, std 0.7071, t(0.975, 1) = 12.706: half-width 12.706 x 0.7071 / √2
+    = 6.35: [−10.85, +1.85]: below the untrained student in the mean, not resolved at 2 seeds."""
+    table6 = {"kind": "eval", "seeds": [0], "include": [{"model": "B1.7", "mode": "default"}]}
+    write_experiments(tmp_path, grids={**ONLY, "table1": table1_grid(P3), "table6": table6})
+    scored(tmp_path, "table6__B1.7-default", [10.0])
+    scored(tmp_path, f"table1__{P3}__gropd", [5.0, 6.0])
+    scored(tmp_path, f"table1__{P3}__opd", [None, None])
+    s = section(tmp_path, "1")
+    assert bullets(s) == {
+        T3: "reproduced — vanilla OPD collapsed in 2 of 2 seeds, GR-OPD in none: reproduced by the collapse alone; "
+        "GR-OPD's mean Macro 5.50 ended below the untrained student's 10.00 (B1.7, default, before OPD; GR-OPD − the "
+        "untrained student: -4.50 [-10.85, +1.85] (n=2), no difference resolved at 2 seeds; described)"
+    }
+    assert [c.family for c in s.comparisons] == ["described", "described"]  # the interval a collapse left unused too
+    assert s.deciding == {}  # no interval decides the cell
 
 
 def test_the_matched_nothink_claim_reads_only_those_pairings(beats_world):
@@ -249,25 +300,29 @@ def test_claim_5_gamma_one_unstable(tmp_path):
 
 def test_claim_6_medians_pooled_over_grids_paired_over_common_seeds(tmp_path):
     """Medians: cross P3 (table1, λ 0) 9 and 11 (seeds 0, 1); matched P1 (table1 λ .25 and its λ-sweep twin for
-    seed 0) 1 and 2; matched P1 λ .5 (λ sweep, seed 0 only) 1: shown, not judged. Cross − P1 λ .25: 8, 9: mean
-    8.5, std 0.707, t(0.975, 1) = 12.706: half-width 6.35: [+2.15, +14.85]."""
+    seed 0) 1 and 3; matched P1 λ .5 (λ sweep, seed 0 only) 1: shown, not judged. Different pairings: Welch, not
+    paired. Cross − P1 λ .25: 10 − 2 = 8, variances 2 and 2 over n = 2 each: se² = 2/2 + 2/2 = 2, df = 2² / (1²/1 +
+    1²/1) = 2, t(0.975, 2) = 4.3027: half-width 4.3027 x √2 = 6.08: [+1.92, +14.08]."""
     write_experiments(tmp_path, grids={"table1": table1_grid(P1, P3), "gamma": None, "table6": None})
 
     def rows(median: float) -> list[dict]:
         values = [median - 1] * 4 + [median] * 2 + [1000.0] * 4  # STEPS of them, median `median`
         return metric_rows(STEPS, pressure_normalised=values, pressure_retained=0.0)
 
-    for seed, (cross, matched) in enumerate(((9.0, 1.0), (11.0, 2.0))):
+    for seed, (cross, matched) in enumerate(((9.0, 1.0), (11.0, 3.0))):
         write_run(tmp_path / "results", "tiny", seeded(f"table1__{P3}__gropd", seed), metrics=rows(cross))
         write_run(tmp_path / "results", "tiny", seeded(f"table1__{P1}__gropd", seed), metrics=rows(matched))
     write_run(tmp_path / "results", "tiny", f"lambda__{P1}__gropd-lam0.25", metrics=rows(1.0))
     write_run(tmp_path / "results", "tiny", f"lambda__{P1}__gropd-lam0.5", metrics=rows(1.0))
     s = section(tmp_path, "6")
     assert bullets(s) == {f"{T3} λ=0 vs {T1} λ=0.25": "reproduced — cross-pattern better"}
-    pairs = {row[0]: row[1:] for row in s.tables[1][2]}
-    assert pairs[f"{T3} λ=0 vs {T1} λ=0.25"] == ["+8.50 [+2.15, +14.85] (n=2)", "cross-pattern better"]
-    assert pairs[f"{T3} λ=0 vs {T1} λ=0.5"] == ["+8.00 (n=1)", "not judged"]
-    assert {(row[0], row[2]): row[3] for row in s.tables[0][2]}[T1, "GR-OPD (λ=0.25, γ=0.99)"] == "1.50 ± 0.71 (n=2)"
+    pairs = {row[0]: row[1:] for row in shown(s.tables[1][2])}
+    assert pairs[f"{T3} λ=0 vs {T1} λ=0.25"] == ["+8.00 [+1.92, +14.08] (n=2 vs 2, Welch)", "cross-pattern better"]
+    assert pairs[f"{T3} λ=0 vs {T1} λ=0.5"] == ["+9.00 (n=2 vs 1, Welch)", "not judged"]
+    assert {(row[0], row[2]): row[3] for row in s.tables[0][2]}[T1, "GR-OPD (λ=0.25, γ=0.99)"] == "2.00 ± 1.41 (n=2)"
+    families = {c.identity[2]: c.family for c in s.comparisons}  # judged: registered; not judged: described
+    assert families[f"{T1}: GR-OPD (λ=0.25, γ=0.99)"] == "registered"
+    assert families[f"{T1}: GR-OPD (λ=0.5, γ=0.99)"] == "described"
 
 
 # --- the page ----------------------------------------------------------------------------------
@@ -291,6 +346,35 @@ def test_page_summary_rules_missing_and_provenance(beats_world):
     listed = [line[2:] for line in page.splitlines() if line.startswith("- `")]
     assert set(listed) == set(provenance["missing"]) and f"`table1__{P3}__opd`: collapsed at step 5" in listed
     assert {p.name for p in paths} == {"claims.md", "claims.provenance.json", "index.html", "index.provenance.json"}
+
+
+def test_the_page_names_each_comparisons_family_and_adjusts_the_registered_one_by_holm(tmp_path):
+    """GR-OPD − vanilla OPD is 2, 3, 4 on both matched non-thinking pairings: mean 3, s = 1, t = 3√3 on 2 df, whose
+    two-sided p is 1 − t / √(t² + 2) = 1 − √(27/29) = 0.0351 (the t distribution on 2 df in closed form): each
+    interval [3 ± 4.3027 / √3] = [+0.52, +5.48] excludes 0, both cells reproduced. Claims 1 and 2 read the same two
+    differences: the registered family holds m = 2. Holm: the smaller p x 2 = 0.0702, the larger x 1, raised to
+    0.0702: neither is resolved after Holm, and claims 1 and 2 would not be reproduced."""
+    write_experiments(tmp_path, grids={**ONLY, "table1": table1_grid(P1, P2)})
+    for pairing in (P1, P2):
+        scored(tmp_path, f"table1__{pairing}__gropd", [12.0, 13.0, 14.0])
+        scored(tmp_path, f"table1__{pairing}__opd", [10.0, 10.0, 10.0])
+    page = claims(evidence(tmp_path)).files["claims.md"]
+    p = 1 - math.sqrt(27 / 29)
+    p_text, holm_text = f"{p:.2g}", f"{2 * p:.2g}"
+    assert (p_text, holm_text) == ("0.035", "0.07")
+    assert "**Registered** (2 comparisons)" in page
+    assert "of the 2 registered differences whose interval excludes 0, 0 stay resolved after Holm" in page
+    difference = "+3.00 [+0.52, +5.48] (n=3)"
+    family_row = (
+        f"| Macro, {T1}: GR-OPD (λ=0.25, γ=0.99) − vanilla OPD | 1, 2 | {difference} | {p_text} | {holm_text} |"
+    )
+    assert family_row + " not resolved |" in page
+    after = f"| reproduced in {T1}, {T2} | not reproduced: not resolved in {T1}, {T2} |"
+    assert "| 1. GR-OPD beats vanilla OPD in every pairing | reproduced " + after in page
+    assert "| 2. The matched non-thinking pairings gain about 11 macro points | reproduced " + after in page
+    assert "| 3. Vanilla OPD collapses under mismatched thinking patterns; GR-OPD stays stable | not tested |" in page
+    cells = f"| {difference} | registered | p {p_text}, Holm {holm_text} | GR-OPD better | reproduced |"
+    assert f"| {T1} | GR-OPD (λ=0.25, γ=0.99) vs vanilla OPD | 13.00 ± 1.00 (n=3) | 10.00 ± 0.00 (n=3) {cells}" in page
 
 
 def test_a_claim_is_added_by_report_yaml_alone(beats_world):

@@ -1,10 +1,12 @@
 """Reports: Tables 1–6, Figures 1(b–d), 3 and 4 and the claims page, rebuilt from results/ and experiments/ alone.
 
     evidence.py   results/ read once: settings × seeds, each seed's numbers or the reason it has none
-    stats.py      the statistics convention every artefact states (mean ± sample std, n; paired t intervals)
+    stats.py      the statistics convention every artefact states (mean ± sample std, n; paired t intervals,
+                  Welch's across pairings, Holm)
     tables.py     Tables 1–6          figures.py  Figures 1, 3, 4        claims.py  the claims page
     verdicts.py   the claims' rules   formats.py  Markdown, LaTeX, CSV   publish.py  all-or-nothing writing
     settings.py   experiments/report.yaml                                page.py     index.html
+    families.py   the claims page's comparisons: registered (Holm-adjusted) and described
 
 `build(["table1", "fig3"], profile="tiny")` writes paper_figures/tiny/table1.{md,tex,csv}, fig3a.{png,pdf}, …
 and index.html, the page of the artefacts of that build (artefact `index`: every build has one, showing what it

@@ -40,6 +40,17 @@ def num(value: Any) -> str:
     return f"{value:g}" if isinstance(value, (int, float)) else str(value)
 
 
+def project_path(path: Path) -> Path:
+    """`path` as the project names it: relative to the repository root (the directory reports are built in, as the
+    CLI is) when inside it, e.g. results/reference; else as given. Artefacts name files so, never by the builder's
+    absolute path, which means nothing on another machine."""
+    root = Path.cwd()
+    for candidate in (path.absolute(), path.resolve()):
+        if candidate.is_relative_to(root):
+            return candidate.relative_to(root)
+    return path
+
+
 def missing(run: Run, reason: str) -> str:
     """The one line every artefact (and its provenance sidecar) prints for a run it could not use."""
     return f"`{run.run_id}`: {reason}"
@@ -291,16 +302,19 @@ class Setting:
 
 
 class Evidence:
-    """Every run of the grids an artefact asks for, read once per build from `results/<profile>/`."""
+    """Every run of the grids an artefact asks for, read once per build from `results/<profile>/`; `results_root` as
+    given (errors name it so), `results_name` and `profile_results` as the project names them (project_path: what
+    artefacts print, and where runs are read from)."""
 
     def __init__(self, profile: str, results_root: Path, experiments_dir: Path, settings: ReportSettings):
         self.profile, self.results_root, self.experiments_dir = profile, results_root, experiments_dir
+        self.results_name = project_path(results_root)
         self.report = settings
         self.manifests = load_manifests(experiments_dir)
         self.suites: dict[str, dict[str, Any]] = self.manifests.suites.get(profile) or {}
         self._runs: dict[str, list[Run]] = {}
 
-    profile_results = property(lambda self: self.results_root / self.profile)
+    profile_results = property(lambda self: self.results_name / self.profile)
 
     def runs(self, grid: str) -> list[Run]:
         """The grid's runs in grid order ([] for a grid experiments/ does not have), with extra seeds

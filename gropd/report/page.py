@@ -21,12 +21,12 @@ from pathlib import Path
 
 from gropd.numerics import describe
 from gropd.record.code import code_record, short
-from gropd.report.claims import Claims, Judged
+from gropd.report.claims import SUMMARY, Claims, Judged
 from gropd.report.evidence import Evidence
 from gropd.report.figures import DRAWS, Drawing
 from gropd.report.formats import Cell, Table, missing_block
 from gropd.report.publish import Artefact
-from gropd.report.stats import CONVENTION
+from gropd.report.stats import CONVENTION, UNPAIRED
 
 STAMP = re.compile(r'<p class="stamp">.*?</p>\n')  # the build date and code version: two builds differ only here
 STYLE = """
@@ -140,10 +140,15 @@ def claims_table(artefact: Artefact) -> str:
     rows = []
     for i, j in enumerate(claims.judged):
         outcome = f'<td class="{verdict_class(j.verdict.outcome)}">{esc(j.verdict.outcome)}</td>'
-        rows.append(f'<tr><td><a href="#claim-{i}">{esc(j.name)}</a></td>{outcome}<td>{inline(j.verdict.reason)}</td>')
-    head = "<thead><tr><th>claim</th><th>verdict</th><th>why</th></tr></thead>\n<tbody>\n"
+        reason, holm = f"<td>{inline(j.verdict.reason)}</td>", f"<td>{inline(j.after_holm)}</td>"
+        rows.append(f'<tr><td><a href="#claim-{i}">{esc(j.name)}</a></td>{outcome}{reason}{holm}')
+    titles = [*SUMMARY, f"after Holm (m = {claims.families.m})"]
+    head = "<thead><tr>" + "".join(f"<th>{esc(t)}</th>" for t in titles) + "</tr></thead>\n<tbody>\n"
     table = f'<div class="wide"><table>\n{head}' + "</tr>\n".join(rows) + "</tr>\n</tbody>\n</table></div>\n"
-    body = table + f"<p><strong>Every rule.</strong> {inline(claims.common)}</p>\n" + links(own_files(artefact))
+    body = table + f"<p><strong>Comparisons.</strong> {inline(claims.multiplicity)}</p>\n"
+    header, rows = claims.family_table
+    body += "<p><strong>The registered family.</strong></p>\n" + grid(header, [Cell.texts(*row) for row in rows], 2)
+    body += f"<p><strong>Every rule.</strong> {inline(claims.common)}</p>\n" + links(own_files(artefact))
     return section("claims", "The paper's claims", body, level=2)
 
 
@@ -154,7 +159,7 @@ def claim_section(index: int, j: Judged, drawings: list[Artefact]) -> str:
         f"<p><strong>The paper.</strong> {inline(j.claim.paper)}</p>\n<p><strong>Rule.</strong> {inline(j.rule)}</p>\n"
     )
     body += "<p><strong>Evidence.</strong></p>\n"
-    for intro, header, rows in j.section.tables:
+    for intro, header, rows in j.tables:
         body += f"<p>{inline(intro)}</p>\n" + grid(header, [Cell.texts(*row) for row in rows], len(header))
     body += bullets([f"{name}: {v.outcome} — {v.reason}" for name, v in j.section.cells.items()])
     drawn = [(a, stem) for a in drawings for stem in a.content.svgs if set(DRAWS[stem]) & set(j.claim.grids)]
@@ -223,7 +228,8 @@ def document(ev: Evidence, artefacts: list[Artefact], stamp: str) -> str:
     parts[-1] += (
         f"This page shows the artefacts of its build: {built} (<code>./reproduce.sh all</code> builds every one).</p>"
     )
-    parts.append(f'<p class="meta"><strong>Statistics.</strong> {inline(CONVENTION)}</p>')
+    statistics = CONVENTION + (f" {UNPAIRED}" if claims else "")
+    parts.append(f'<p class="meta"><strong>Statistics.</strong> {inline(statistics)}</p>')
     shown = [("claims", "Claims", claims), ("figures", "Figures", drawings), ("tables", "Tables", tables)]
     shown += [("claims-detail", "Each claim", claims), ("provenance", "Provenance", artefacts)]
     parts.append("<nav>" + "".join(f'<a href="#{i}">{title}</a>' for i, title, some in shown if some) + "</nav>")

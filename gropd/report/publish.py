@@ -31,7 +31,7 @@ from filelock import FileLock
 from fileio import FILE_MODE, atomic_write_with
 from gropd.config.errors import ConfigError
 from gropd.record.run_dir import DONE
-from gropd.report.evidence import Evidence, Run
+from gropd.report.evidence import Evidence, Run, project_path
 
 RECORDED = ("config_hash", "updated")  # what the sidecar records of each run's status.json
 PUBLISH_WAIT_S = 600  # a second build of the same set waits this long for the first to publish
@@ -57,7 +57,8 @@ def require_results(ev: Evidence, artefact: Artefact) -> None:
     table never replaces a built one."""
     if not artefact.grids or any(run.state in DONE for grid in artefact.grids for run in ev.runs(grid)):
         return
-    root, where, target = ev.results_root, ev.profile_results, "all" if artefact.name == "claims" else artefact.name
+    root, target = ev.results_root, "all" if artefact.name == "claims" else artefact.name
+    where = root / ev.profile
     problem = f"no finished run of grid {', '.join(artefact.grids)} in {where}"
     problem = f"{root} is a file" if root.is_file() else f"{where} does not exist" if not where.is_dir() else problem
     expected = f"finished runs: run `./reproduce.sh {target} --profile {ev.profile}`, or read committed ones with "
@@ -78,9 +79,11 @@ def provenance(ev: Evidence, artefact: Artefact) -> str:
         "artefact": artefact.name,
         "profile": ev.profile,
         "built": datetime.now(UTC).isoformat(timespec="seconds"),
-        "results_root": str(ev.results_root),
+        "results_root": str(ev.results_name),
         "runs": [{"run_id": r.run_id, "state": r.state} | {k: (r.status or {}).get(k) for k in RECORDED} for r in runs],
-        "manifests": {str(p): hashlib.sha256(p.read_bytes()).hexdigest()[:16] if p.exists() else None for p in paths},
+        "manifests": {
+            str(project_path(p)): hashlib.sha256(p.read_bytes()).hexdigest()[:16] if p.exists() else None for p in paths
+        },
         "settings": ev.report.model_dump(mode="json", exclude={"paper_reference", "claims", "rules"}),
         "outputs": list(artefact.files),
         "missing": artefact.missing,

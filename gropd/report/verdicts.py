@@ -1,7 +1,8 @@
 """The verdict rules of the claims page: pure functions of per-seed numbers, thresholds as named values (their
 wording: experiments/report.yaml `rules`, filled in from THRESHOLDS). A Verdict is reproduced, not reproduced or
-not tested (too few seeds, a missing reference). Differences follow gropd/report/stats.py (paired, 95% t interval
-excluding 0); one instability rule serves every dynamics claim, a collapse being its extreme case.
+not tested (too few seeds, a missing reference). Differences follow gropd/report/stats.py (a 95% t interval
+excluding 0: paired within a pairing, Welch's across pairings); one instability rule serves every dynamics claim, a
+collapse being its extreme case.
 """
 
 from __future__ import annotations
@@ -76,8 +77,8 @@ def beats(interval: Interval | None, seeds: tuple[int, int], collapsed: tuple[in
 
 
 def above(interval: Interval | None, names: tuple[str, str]) -> Verdict:
-    """'`names[0]` lies above `names[1]`' from their paired interval over common seeds: reproduced when it lies above
-    0; NOT_TESTED with fewer than MIN_SEEDS common seeds (the pressure rule, Table 2's claim 6)."""
+    """'`names[0]` lies above `names[1]`' from the interval of their difference (the pressure rule, claim 6: Welch's):
+    reproduced when it lies above 0; NOT_TESTED when a side has fewer than MIN_SEEDS seeds (interval.n)."""
     if interval is None or interval.n < MIN_SEEDS:
         return Verdict(NOT_TESTED, f"needs ≥ {MIN_SEEDS} seeds run under both")
     return Verdict(REPRODUCED if interval.call > 0 else NOT_REPRODUCED, comparison(interval, names))

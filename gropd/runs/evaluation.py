@@ -18,7 +18,7 @@ from eval.suites import Question, SuiteSpec, load_questions, load_suite_manifest
 from gropd.config.errors import ConfigError
 from gropd.config.lock import dataset_revision, read_lock
 from gropd.config.manifests import Manifests
-from gropd.config.schema import RunConfig
+from gropd.config.schema import SEED_MAX, RunConfig
 from gropd.model.checkpoints import CheckpointRef, checkpoint_ref, load_model, load_tokenizer
 from gropd.model.rollout.base import RolloutEngine, SamplingSettings
 from gropd.record.run_dir import RunDir
@@ -31,6 +31,14 @@ def model_under_test(config: RunConfig, manifests: Manifests, run_dir: RunDir) -
         mode = manifests.pairings[config.pairing]["student"]["mode"]
         return CheckpointRef(str(run_dir.final), None, str(run_dir.final)), mode
     return checkpoint_ref(manifests, config.profile, config.model), config.mode
+
+
+def evaluation_seed(config: RunConfig) -> int:
+    """The seed an evaluation samples with: eval.seed for a trained run, whatever its training seed (its seeds'
+    evaluations share their draws, as comparisons paired by seed want); eval.seed + seed for an eval run (seed 0:
+    eval.seed itself), so that `grid table6 --seeds 3` evaluates each model at three evaluation seeds, the spread a
+    baseline's evaluation has (the claims page, claim 0), where before its seeds were one evaluation three times."""
+    return (config.eval.seed + (config.seed if config.kind == "eval" else 0)) % (SEED_MAX + 1)
 
 
 def suites_for(config: RunConfig, manifests: Manifests) -> dict[str, tuple[SuiteSpec, list[Question]]]:
@@ -105,7 +113,7 @@ def build_eval_engine(config: RunConfig, ref: CheckpointRef, mode: str, tokenize
         model,
         tokenizer,
         device,
-        seed=config.eval.seed,
+        seed=evaluation_seed(config),
         gpu_fraction=config.backend.eval_gpu_fraction,
         own_copy=False,
         max_new_tokens=config.eval.sampling[mode].max_new_tokens,
@@ -135,7 +143,7 @@ def evaluate_run(
         decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=False),
         out_dir=run_dir.eval_dir,
         sampling=SamplingSettings(block.temperature, block.top_p, block.max_new_tokens),
-        seed=config.eval.seed,
+        seed=evaluation_seed(config),
         batch_prompts=config.eval.batch_prompts,
         model=ref.describe(),
         mode=mode,

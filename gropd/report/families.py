@@ -1,0 +1,91 @@
+"""The claims page's comparisons in two families (docs/DESIGN.md §7): *registered*, the differences a verdict rule
+reads (rules fixed in experiments/report.yaml and experiments/TINY.md before the runs), Holm–Bonferroni adjusted
+over the family; *described*, the differences shown beside a verdict that no rule reads, counted, not adjusted.
+The same two settings compared in the same number under two claims (claims 1 and 2) are one comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gropd.report.stats import CONFIDENCE, Interval, holm
+
+REGISTERED, DESCRIBED = "registered", "described"
+ALPHA = round(1 - CONFIDENCE, 10)  # the level a Holm-adjusted p is held to: the intervals' own
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One difference a claim shows: what it compares (`identity`: the number and the two sides), its interval
+    (None: no seed to compare) and its family."""
+
+    identity: tuple[str, ...]
+    interval: Interval | None
+    family: str
+
+    def text(self, decimals: int = 2) -> str:
+        return "—" if self.interval is None else self.interval.text(decimals)
+
+    @property
+    def name(self) -> str:
+        """'Macro, B4→B1.7: GR-OPD (λ=0.25, γ=0.99) − vanilla OPD': the number, then a − b (b's pairing left out
+        where it is a's)."""
+        measure, a, b = self.identity
+        pairing = a.split(": ", 1)[0] + ": "
+        return f"{measure}, {a} − {b.removeprefix(pairing) if a.startswith(pairing) else b}"
+
+
+@dataclass(frozen=True)
+class Families:
+    """The comparisons of a page by family, each identity once, and the Holm-adjusted p of the registered ones
+    that have a p (an infinite interval, one seed a side, has none and is not in the family's m)."""
+
+    registered: dict[tuple[str, ...], Comparison]
+    described: dict[tuple[str, ...], Comparison]
+    adjusted: dict[tuple[str, ...], float]
+
+    @staticmethod
+    def of(comparisons: list[Comparison]) -> Families:
+        """The families of `comparisons`, in the order given; one registered anywhere is registered."""
+        registered = {c.identity: c for c in comparisons if c.family == REGISTERED}
+        described = {c.identity: c for c in comparisons if c.family == DESCRIBED and c.identity not in registered}
+        tested = [c for c in registered.values() if c.interval is not None and c.interval.p is not None]
+        adjusted = dict(zip((c.identity for c in tested), holm([c.interval.p for c in tested]), strict=True))
+        return Families(registered, described, adjusted)
+
+    @property
+    def m(self) -> int:
+        """How many comparisons the registered family holds (those with a p)."""
+        return len(self.adjusted)
+
+    @property
+    def k(self) -> int:
+        """How many described comparisons the page shows with a p."""
+        return sum(c.interval is not None and c.interval.p is not None for c in self.described.values())
+
+    def p(self, comparison: Comparison) -> str:
+        """The comparison's p ('—' without one)."""
+        interval = comparison.interval
+        return "—" if interval is None or interval.p is None else pvalue(interval.p)
+
+    def holm(self, comparison: Comparison) -> str:
+        """Its Holm-adjusted p ('—' outside the registered family or without a p)."""
+        adjusted = self.adjusted.get(comparison.identity)
+        return "—" if adjusted is None else pvalue(adjusted)
+
+    def p_text(self, comparison: Comparison) -> str:
+        """'p 0.012, Holm 0.31': the comparison's p and, registered, its adjusted p; '—' without a p."""
+        if (p := self.p(comparison)) == "—":
+            return p
+        return f"p {p}" + ("" if (adjusted := self.holm(comparison)) == "—" else f", Holm {adjusted}")
+
+    def after_holm(self, comparison: Comparison) -> str:
+        """'resolved' (adjusted p < ALPHA: the difference's sign stands after the adjustment), 'not resolved', or '—'
+        (not in the registered family)."""
+        adjusted = self.adjusted.get(comparison.identity)
+        return "—" if adjusted is None else "resolved" if adjusted < ALPHA else "not resolved"
+
+
+def pvalue(p: float) -> str:
+    """A p-value in two significant digits, '< 0.0001' below that."""
+    return "< 0.0001" if p < 1e-4 else f"{p:.2g}"
