@@ -37,6 +37,7 @@ from gropd.config.manifests import Manifests
 from gropd.config.schema import CollapseRule, RunConfig
 from gropd.credit import method
 from gropd.model.checkpoints import torch_dtype
+from gropd.model.chunked_logprobs import chunk_tokens
 from gropd.model.components import PromptRenderer, build_rollout, build_teacher, load_student, pairing_roles
 from gropd.model.rollout.base import require_sampler_logprobs, samples_a_copy
 from gropd.record import tracking
@@ -215,7 +216,11 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
         print(f"[{config.run_id}] {note}", file=sys.stderr)
     ctx, sampler = build_context(config, manifests, accelerator, run_dir.root / "batches")
     if accelerator.is_main_process:
-        run_dir.update_status(processes=accelerator.num_processes)
+        vocab = accelerator.unwrap_model(ctx.model).config.vocab_size
+        chunk, note = logprob_chunk_record(run_dir.read_status() or {}, vocab, accelerator.device)
+        if note:
+            print(f"[{config.run_id}] {note}", file=sys.stderr)
+        run_dir.update_status(processes=accelerator.num_processes, **chunk)
     history, first = [], 1
     resume = run_dir.latest_checkpoint()
     last = 0
@@ -259,6 +264,23 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
         release_engines(ctx)  # first: one process's vLLM engine made the process group that end_training ends
     accelerator.end_training()  # closes the trackers and this run's process group (if any is left)
     return status
+
+
+def logprob_chunk_record(status: dict[str, Any], vocab: int, device: torch.device) -> tuple[dict[str, int], str | None]:
+    """On CUDA, the log-prob chunk this process computes with (gropd/model/chunked_logprobs.py: fixed, it decides
+    the GEMM split) as a status.json field, and a note when a resumed run recorded another one (its steps from here
+    on are not bit-identical to an uninterrupted run's). Nothing on a CPU: a tiny run's status stays as it was."""
+    if device.type != "cuda":
+        return {}, None
+    chunk, recorded = chunk_tokens(vocab, device), status.get("logprob_chunk_tokens")
+    note = None
+    if recorded is not None and recorded != chunk:
+        note = (
+            f"note: this run recorded a log-prob chunk of {recorded} tokens and this code computes with {chunk} "
+            "(gropd/model/chunked_logprobs.py changed): the steps from here on are not bit-identical to an "
+            "uninterrupted run's"
+        )
+    return {"logprob_chunk_tokens": chunk}, note
 
 
 def release_engines(ctx: StepContext) -> None:
