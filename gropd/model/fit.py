@@ -47,12 +47,18 @@ a peak of 34.7 GiB at both 2,048- and 8,192-token responses; these formulas give
 head terms are upper bounds: not all of a chunk's copies live beside the head's largest temporaries).
 
 It shares the GPU with the engines that live beside it: trainer + Σ fraction · GPU memory ≤ GPU memory.
+
+The split of a training GPU (`choose_split`, in twentieths of the card): an in-process teacher gets the least
+share whose KV cache holds TEACHER_SEQUENCES full-length sequences (it only prefills: one row scored, the next
+queued), SPLIT_FREE of the card stays free (CUDA contexts, fragmentation), and the rollout engine gets the rest
+beside the trainer, so that a rank's rollout batch runs in as few waves as the card allows. pairings.yaml
+writes each pairing's split for an 80 GB card (PLANNED_GPU_BYTES); tests/test_preflight.py checks they agree.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +73,10 @@ PROMPT_LOGPROB_CHUNK_V2 = 1024  # vLLM 0.33.0 vllm/v1/worker/gpu/sample/prompt_l
 SAMPLER_ROWS = 1024  # vLLM 0.33.0 max_num_seqs of an LLM on an H100/H200 (EngineArgs.get_batch_defaults): logits rows
 LOGPROB_CUDA_ELEMENTS = 2**28  # = chunked_logprobs.py MAX_CHUNK_ELEMENTS, the chunk on CUDA (tests/test_fit.py)
 LOGPROB_LIVE_COPIES = 4  # = chunked_logprobs.py LIVE_COPIES (torch is not imported to plan a run)
+PLANNED_GPU_BYTES = 81559 * 2**20  # an H100 80 GB as nvidia-smi lists it: the card pairings.yaml's splits are for
+SPLIT_STEPS = 20  # GPU shares in steps of 1/20 of the card
+SPLIT_FREE = 1  # of those steps, kept free of engines and trainer
+TEACHER_SEQUENCES = 2  # full-length sequences an in-process teacher engine's KV cache holds
 
 
 def max_model_len(config: RunConfig, max_new_tokens: int) -> int:
@@ -228,6 +238,44 @@ def trainer_memory(
         logits=LOGPROB_LIVE_COPIES * (chunk_elements // arch.vocab) * arch.vocab * 4,
         head=arch.vocab * arch.hidden * 10,
     )
+
+
+@dataclass(frozen=True)
+class Split:
+    """A training GPU's shares: `rollout` and `teacher` (0: no in-process teacher) engine fractions, and the
+    rollout engine's estimate at its share."""
+
+    rollout: float
+    teacher: float
+    rollout_fit: Fit
+
+    def describe(self, sequences: int, trainer_need: float) -> str:
+        """`rollout 0.50 + teacher 0.20 beside the trainer's 16.1 GiB: ... 31 of 64 sequences at once (3 waves)`."""
+        teacher = f" + teacher {self.teacher:.2f}" if self.teacher else ""
+        fit = self.rollout_fit
+        return (
+            f"rollout {self.rollout:.2f}{teacher} of a {fit.budget / self.rollout / GIB:.0f} GiB GPU beside the "
+            f"trainer's {trainer_need / GIB:.1f} GiB: the rollout engine holds {fit.at_once()} of its {sequences} "
+            f"sequences at full length at once ({fit.waves(sequences)} wave(s) when all run long)"
+        )
+
+
+def choose_split(
+    trainer_need: float, rollout: Callable[[float], Fit], teacher: Callable[[float], Fit] | None, gpu_bytes: int
+) -> Split | None:
+    """The module docstring's split of a `gpu_bytes` card: `rollout(fraction)` and `teacher(fraction)` estimate each
+    engine at a share (teacher None: none in-process); None when no split fits (the teacher's least share, or no
+    room for a rollout engine that fits)."""
+    teacher_steps = 0
+    if teacher is not None:
+        fits = (k for k in range(1, SPLIT_STEPS + 1) if teacher(k / SPLIT_STEPS).at_once() >= TEACHER_SEQUENCES)
+        teacher_steps = next(fits, None)
+        if teacher_steps is None:
+            return None
+    room = math.floor((SPLIT_STEPS - SPLIT_FREE) - SPLIT_STEPS * trainer_need / gpu_bytes) - teacher_steps
+    if room < 1 or not rollout(room / SPLIT_STEPS).fits:
+        return None
+    return Split(room / SPLIT_STEPS, teacher_steps / SPLIT_STEPS, rollout(room / SPLIT_STEPS))
 
 
 def describe(fit: Fit) -> str:
