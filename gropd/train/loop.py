@@ -38,13 +38,21 @@ from gropd.config.schema import CollapseRule, RunConfig
 from gropd.credit import method
 from gropd.model.checkpoints import torch_dtype
 from gropd.model.chunked_logprobs import chunk_tokens
-from gropd.model.components import PromptRenderer, build_rollout, build_teacher, load_student, pairing_roles
+from gropd.model.components import (
+    PromptRenderer,
+    build_rollout,
+    build_teacher,
+    load_student,
+    pairing_roles,
+    teacher_wait_s,
+)
 from gropd.model.rollout.base import require_sampler_logprobs, samples_a_copy
 from gropd.record import tracking
 from gropd.record.run_dir import RunDir, seal
 from gropd.record.run_lock import require_held
 from gropd.train.prompts import PromptSampler, load_prompt_pool
 from gropd.train.step import StepContext, assign_prompts, print_progress, step_seed, train_step
+from gropd.train.watchdog import ALLOWANCE_S, StepWatchdog
 from gropd.train.world import layout_note, process_group_timeout, rank_share
 
 MIXED_PRECISION = {"float32": "no", "bfloat16": "bf16"}  # backend.dtype -> accelerate's mixed_precision
@@ -238,6 +246,9 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
         run_dir.truncate_metrics(last)
     tracking.start(accelerator, config, run_dir.root, first_step=first)
     started, status = time.perf_counter(), {"status": "running", "reason": None}
+    allowance = teacher_wait_s(os.environ) if config.backend.teacher == "server" else ALLOWANCE_S
+    watchdog = StepWatchdog(allowance, f"run {config.run_id}, rank {accelerator.process_index}").start()
+    watchdog.beat()
     try:
         for step in range(first, config.train.steps + 1):
             record = train_step(ctx, config, local_questions(sampler, config, step, accelerator), step)
@@ -254,7 +265,9 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
                 break
             if step % config.train.checkpoint_every == 0 or step == config.train.steps:
                 save_checkpoint(accelerator, run_dir, step, sampler, config.train.keep_checkpoints)
+            watchdog.beat()
     finally:
+        watchdog.stop()
         ctx.grader.close()
     if status["status"] == "running":
         save_final(accelerator, ctx, run_dir, config.backend.dtype)
