@@ -14,7 +14,9 @@ import importlib.util
 import math
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from eval.suites import SuiteError, load_suite_manifest, question_pool
 from gropd.config.errors import ConfigError
@@ -44,6 +46,8 @@ from gropd.model.rollout.base import require_sampler_logprobs
 from gropd.numerics import enter
 from gropd.runs.evaluation import suites_for
 from gropd.runs.lifecycle import models_of
+
+Shapes = Mapping[str, Mapping[str, Any]] | None  # model label -> config.json numbers (planning without the Hub)
 
 
 def require_device(config: RunConfig, cuda: bool) -> None:
@@ -187,12 +191,21 @@ def engines_of(config: RunConfig, manifests: Manifests, world: int) -> list[Engi
     return engines
 
 
-def engine_fit(config: RunConfig, manifests: Manifests, engine: Engine, gpu_bytes: int, fraction: float) -> Fit:
+def architecture(config: RunConfig, manifests: Manifests, label: str, shapes: Shapes = None) -> Architecture:
+    """Model `label`'s numbers: from `shapes` (label -> config.json numbers) where given, else its config.json."""
+    if shapes is not None:
+        return Architecture.of(shapes[label])
+    return Architecture.of(model_config(checkpoint_ref(manifests, config.profile, label)))
+
+
+def engine_fit(
+    config: RunConfig, manifests: Manifests, engine: Engine, gpu_bytes: int, fraction: float, shapes: Shapes = None
+) -> Fit:
     """The estimate of `engine` at `fraction` of a `gpu_bytes` card (tensor parallelism only in an eval run's own
     process)."""
     tp = config.backend.tensor_parallel if config.kind == "eval" else 1
     return estimate(
-        Architecture.of(model_config(checkpoint_ref(manifests, config.profile, engine.label))),
+        architecture(config, manifests, engine.label, shapes),
         dtype=config.backend.dtype,
         tensor_parallel=tp,
         max_model_len=engine.context,
@@ -234,12 +247,14 @@ def require_fits(config: RunConfig, manifests: Manifests, gpu_bytes: int, world:
             print(f"note: run {config.run_id}: {note}", file=sys.stderr)
 
 
-def trainer_estimate(config: RunConfig, manifests: Manifests, shards: int, fsdp: bool) -> Trainer:
+def trainer_estimate(
+    config: RunConfig, manifests: Manifests, shards: int, fsdp: bool, shapes: Shapes = None
+) -> Trainer:
     """The trainer's memory on one GPU (on CUDA: fused AdamW, gropd/train/loop.py) by gropd/model/fit.py."""
     b, t = config.backend, config.train
     label = models_of(config, manifests)["student"][0]
     return trainer_memory(
-        Architecture.of(model_config(checkpoint_ref(manifests, config.profile, label))),
+        architecture(config, manifests, label, shapes),
         dtype=b.dtype,
         shards=shards,
         fsdp=fsdp,
@@ -252,16 +267,26 @@ def trainer_estimate(config: RunConfig, manifests: Manifests, shards: int, fsdp:
 
 
 def memory_split(
-    config: RunConfig, manifests: Manifests, gpu_bytes: int, engines: list[Engine], shards: int, fsdp: bool
+    config: RunConfig,
+    manifests: Manifests,
+    gpu_bytes: int,
+    engines: list[Engine],
+    shards: int,
+    fsdp: bool,
+    shapes: Shapes = None,
 ) -> Split | None:
     """fit.py's split (choose_split) of a training GPU for this run's rollout engine and in-process teacher
     (`engines`: engines_of's, the evaluation engine left out)."""
     rollout = next(engine for engine in engines if engine.what == "rollout engine")
     teacher = next((engine for engine in engines if engine.what == "in-process teacher engine"), None)
+
+    def teacher_at(fraction: float) -> Fit:
+        return engine_fit(config, manifests, teacher, gpu_bytes, fraction, shapes)
+
     return choose_split(
-        trainer_estimate(config, manifests, shards, fsdp).need,
-        lambda fraction: engine_fit(config, manifests, rollout, gpu_bytes, fraction),
-        None if teacher is None else (lambda fraction: engine_fit(config, manifests, teacher, gpu_bytes, fraction)),
+        trainer_estimate(config, manifests, shards, fsdp, shapes).need,
+        lambda fraction: engine_fit(config, manifests, rollout, gpu_bytes, fraction, shapes),
+        None if teacher is None else teacher_at,
         gpu_bytes,
     )
 
