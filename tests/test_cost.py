@@ -32,7 +32,7 @@ def test_a_step_by_hand() -> None:
     hours = cost.gpu_hours()
     assert abs(hours[0] - 200 * low / 3600 * 8) < 1e-9 and abs(hours[1] - 200 * high / 3600 * 8) < 1e-9
     served = step_cost(paper_run("I32think-B1.7"), load_manifests(REPO / "experiments"))
-    assert (served.waves, served.teacher_share, served.rollout_share) == (2, None, 0.7)  # 45 of 64 at once
+    assert (served.waves, served.teacher_share, served.rollout_share) == (2, None, 0.7)  # 46 of 64 at once
 
 
 def test_the_pairings_splits_are_fits_choice_on_the_recorded_shapes() -> None:

@@ -162,9 +162,9 @@ def test_each_pairing_splits_its_gpu_as_fit_chooses(
     experiments: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """Table 3 on 8 GPUs: 8 prompts x G = 8 per rank, each up to 10,240 tokens (112 KiB of KV a token). The old
-    0.3 rollout share of an H100 held 16 of a rank's 64 at full length (4 waves) while ~22 GiB idled; fit.py's
+    0.3 rollout share of an H100 held 17 of a rank's 64 at full length (4 waves) while ~22 GiB idled; fit.py's
     split, written per pairing in pairings.yaml, gives the rollout engine what the trainer and the teacher leave:
-    0.5 beside an in-process 4B teacher at 0.2 (31 at once: 3 waves), 0.7 beside a served 32B (45: 2 waves)."""
+    0.5 beside an in-process 4B teacher at 0.2 (31 at once: 3 waves), 0.7 beside a served 32B (46: 2 waves)."""
     from gropd.model.fit import GIB, PLANNED_GPU_BYTES
     from gropd.runs.preflight import engines_of, memory_split
 
@@ -172,18 +172,18 @@ def test_each_pairing_splits_its_gpu_as_fit_chooses(
     manifests = load_manifests(experiments)
     assert PLANNED_GPU_BYTES == H100
 
-    def at_once(fraction: float) -> int:  # Qwen3-1.7B: 3.2 GiB of bf16 weights, 1,024 float32 logit rows + 2 GiB
-        return int((fraction * H100 - 1_720_574_976 * 2 - (1024 * 151936 * 4 + 2 * GIB)) // (10240 * 114688))
+    def at_once(fraction: float) -> int:  # Qwen3-1.7B: 3.2 GiB of bf16 weights; float32 logits of its 64 rows + 2 GiB
+        return int((fraction * H100 - 1_720_574_976 * 2 - (64 * 151936 * 4 + 2 * GIB)) // (10240 * 114688))
 
-    assert (at_once(0.3), at_once(0.5), at_once(0.7)) == (16, 31, 45)
+    assert (at_once(0.3), at_once(0.5), at_once(0.7)) == (17, 31, 46)
     old = config(experiments, "paper", "I4nothink-I1.7nothink", "backend.rollout_gpu_fraction=0.3")
     require_fits(old, manifests, H100, world=8, fsdp=True)
     err = capsys.readouterr().err
-    assert "rollout engine holds the KV cache of 16 of its 64 sequences of 10240 tokens" in err and "4 waves" in err
+    assert "rollout engine holds the KV cache of 17 of its 64 sequences of 10240 tokens" in err and "4 waves" in err
     assert "this run has backend.rollout_gpu_fraction=0.3 and backend.teacher_gpu_fraction=0.2 (4 wave(s))" in err
     assert "backend.rollout_gpu_fraction=0.50 backend.teacher_gpu_fraction=0.20 gives the split" in err
     expected = {"I4nothink-I1.7nothink": (0.5, 0.2, 31), "I4think-B1.7": (0.5, 0.2, 31), "B4-B1.7": (0.5, 0.2, 31)}
-    expected |= {"I32nothink-I1.7nothink": (0.7, 0.0, 45), "I32think-B1.7": (0.7, 0.0, 45)}
+    expected |= {"I32nothink-I1.7nothink": (0.7, 0.0, 46), "I32think-B1.7": (0.7, 0.0, 46)}
     for pairing, (rollout, teacher, held) in expected.items():
         run = config(experiments, "paper", pairing)
         engines = [e for e in engines_of(run, manifests, 8) if e.what != "evaluation engine"]

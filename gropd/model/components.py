@@ -165,6 +165,7 @@ def build_rollout(
     max_new_tokens: int | None = None,
     distributed: bool = True,
     logprobs: bool = True,
+    max_num_seqs: int | None = None,
 ) -> RolloutEngine:
     """The rollout engine named by backend.rollout for `role` (checkpoint + mode).
 
@@ -173,7 +174,9 @@ def build_rollout(
     unused) and follows the trainer's weights through sync_weights. `max_new_tokens` sizes a vLLM
     engine's max_model_len (default: the training cap); `distributed` False keeps a vLLM engine out of
     the trainer's world (the evaluation after training runs on one rank); `logprobs` False: a vLLM engine asks
-    for no sampler log-probs (the evaluation reads none; hf computes them anyway from the logits it samples).
+    for no sampler log-probs (the evaluation reads none; hf computes them anyway from the logits it samples);
+    `max_num_seqs`: the most sequences a vLLM engine runs at once (training: a rank's share of a rollout batch;
+    None: vLLM's default).
     """
     rule = stop_rule(role.mode, tokenizer)
     if config.backend.rollout == "hf":
@@ -199,6 +202,7 @@ def build_rollout(
             tokenizer=role.ref.tokenizer_path,
             distributed=distributed,
             logprobs=logprobs,
+            max_num_seqs=max_num_seqs,
         )
     raise ValueError(f"unknown rollout backend {config.backend.rollout!r}; valid: hf, vllm")
 

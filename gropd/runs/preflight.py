@@ -173,7 +173,8 @@ def engines_of(config: RunConfig, manifests: Manifests, world: int) -> list[Engi
         context = max_model_len(config, config.sampling.max_new_tokens)
         local = math.ceil(config.train.prompts_per_batch / world) * config.train.group_size
         knobs = "backend.rollout_gpu_fraction or sampling.max_new_tokens"
-        engines += [Engine("rollout engine", roles["student"][0], b.rollout_gpu_fraction, context, local, knobs)]
+        student = roles["student"][0]  # its sampler's logits: max_num_seqs = the rank's rows (gropd/train/loop.py)
+        engines += [Engine("rollout engine", student, b.rollout_gpu_fraction, context, local, knobs, local)]
         if b.teacher == "vllm":
             rows = logit_rows(b.teacher_max_batched_tokens, model_runner_v2(os.environ, cuda=True))
             knobs = "backend.teacher: server (experiments/launch/teacher_server.sh) or backend.teacher_gpu_fraction"

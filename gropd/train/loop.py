@@ -182,6 +182,7 @@ def build_context(
         seed=config.seed,
         gpu_fraction=config.backend.rollout_gpu_fraction,
         own_copy=own_copy,
+        max_num_seqs=rank_share(config.train, accelerator.num_processes).responses,  # a rank's rollout batch
     )
     require_sampler_logprobs(config.backend, accelerator.num_processes)
     scorer = build_teacher(config, teacher, accelerator.device, tokenizer.pad_token_id)
