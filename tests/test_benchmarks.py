@@ -144,3 +144,16 @@ def test_a_phase_peak_is_torchs_since_the_last_reading_then_reset(monkeypatch: p
     assert phase_peak_gib(cuda) == 3.0 and phase_peak_gib(cuda) == 0.5
     assert phase_peak_gib(torch.device("cpu")) is None
     assert memory_metrics({"rollout": 3.0, "teacher": None}) == {"memory_rollout_gib": 3.0}
+
+
+def test_the_engines_phase_runs_the_pairings_split_and_says_what_fits_at_once() -> None:
+    """gpu_check's engines phase used a typed 0.3 for both engines; it now takes the 4B pairings' split
+    (pairings.yaml: fit.py's choice, 0.5 and 0.2) and names how many of its 64 responses of 256 + 8,192 tokens fit
+    at once: (0.5 x H100 - 1.7B's bf16 weights - 64 float32 logit rows - 2 GiB) / (8,448 x 112 KiB), by hand."""
+    from benchmarks.gpu_check import at_once, engine_split
+
+    h100, gib = 81559 * 2**20, 2**30
+    assert engine_split() == (0.5, 0.2)
+    by_hand = int((0.5 * h100 - 1_720_574_976 * 2 - (64 * 151936 * 4 + 2 * gib)) // (8448 * 114688))
+    assert at_once("paper", 8192, 0.5, h100) == by_hand == 38
+    assert at_once("paper", 8192, 0.3, h100) < 64 // 3  # the old share: 4 waves
