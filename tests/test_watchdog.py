@@ -37,6 +37,22 @@ def test_a_rank_is_hung_once_it_outlasts_the_deadline() -> None:
     assert "run r, rank 3: no rollout batch done for 41001 s, over 41000 s" in dog.overdue()
 
 
+def test_a_checkpoint_written_is_not_a_step() -> None:
+    """A checkpoint on a slow shared disk may take longer than steps do: no deadline while it is written, and the
+    next step is timed from its end."""
+    now = {"t": 0.0}
+    dog = StepWatchdog(600.0, "run r, rank 0", on_hang=lambda reason: None, clock=lambda: now["t"])
+    dog.beat()
+    now["t"] = 60.0
+    dog.beat()  # a step of 60 s: the deadline is 840 s
+    with dog.paused():
+        now["t"] = 60.0 + 5000.0  # a checkpoint of 5,000 s
+        assert dog.overdue() is None
+    now["t"] += 70.0
+    dog.beat()
+    assert dog.steps_s == [60.0, 70.0]
+
+
 def test_the_watchdog_thread_calls_the_hang(tmp_path: Path) -> None:
     reasons: list[str] = []
     dog = StepWatchdog(0.05, "run r, rank 0", on_hang=reasons.append, poll_s=0.01).start()

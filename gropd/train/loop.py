@@ -264,9 +264,10 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
             if reason:
                 status = {"status": "collapsed", "reason": reason, "collapse_step": step}
                 break
-            if step % config.train.checkpoint_every == 0 or step == config.train.steps:
-                save_checkpoint(accelerator, run_dir, step, sampler, config.train.keep_checkpoints)
             watchdog.beat()
+            if step % config.train.checkpoint_every == 0 or step == config.train.steps:
+                with watchdog.paused():
+                    save_checkpoint(accelerator, run_dir, step, sampler, config.train.keep_checkpoints)
     finally:
         watchdog.stop()
         ctx.grader.close()

@@ -8,7 +8,8 @@ what it waited for, writes the job's marker file (GROPD_HUNG_MARKER, set by expe
 exits with HUNG_EXIT at once (os._exit: a hung collective never returns to Python). Every rank waits for the same
 steps, so every rank's watchdog fires, the launcher ends the job, and the job script, finding the marker, requeues it
 (`scontrol requeue`); the run resumes from its last checkpoint. Before the first timed step the process group's own
-timeout holds (start-up: engines, compilation). The allowance is the teacher server's wait (GROPD_TEACHER_WAIT_S)
+timeout holds (start-up: engines, compilation), and while a checkpoint is written (`paused`: its time on a slow
+shared disk is not a step's). The allowance is the teacher server's wait (GROPD_TEACHER_WAIT_S)
 for a run that scores through one (a step may wait that long for a server that went away), else ALLOWANCE_S.
 """
 
@@ -18,7 +19,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 FACTOR = 4  # a step may take this many times the longest step so far (responses lengthen as a run goes on)
@@ -61,6 +63,15 @@ class StepWatchdog:
         if self.last is not None:
             self.steps_s.append(now - self.last)
         self.last = now
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No deadline inside (a checkpoint written); the clock starts again when it ends, no step recorded."""
+        self.last = None
+        try:
+            yield
+        finally:
+            self.last = self.clock()
 
     def overdue(self) -> str | None:
         """Why this rank counts as hung now, or None."""
