@@ -17,6 +17,9 @@ others still run. Phases, for each response length L (prompts of PROMPT_TOKENS[s
              exactly L tokens, then the co-located teacher engine (VLLMTeacher, at its share of the split, built
              beside it in the same process) scores them with prompt_logprobs: two rows, the rollout's naming how
              many of its sequences fit at once by gropd/model/fit.py (the waves it should take)
+    server   the teacher behind `vllm serve` (one replica of teacher_server.sh's), 64 rows of L tokens scored by
+             gropd's ServerTeacher with 4 requests in flight (GROPD_TEACHER_CONCURRENCY's default), then with 1 (a
+             rank before): prefill tokens/s of each; once, at the longest L
     sync     one weight sync: the FSDP2 student's float32 weights streamed into the rollout engine
              (VLLMRollout.sync_weights), checked on a fixed response: the engine's log-probs (prompt_logprobs)
              differ from the trainer's by >= MOVED nats on average before the sync (the trainer's final norm
@@ -352,7 +355,58 @@ def phase_sync(shape: str, device: str, length: int) -> list[dict]:
     ]
 
 
-PHASES = {"update": phase_update, "engines": phase_engines, "sync": phase_sync}
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def phase_server(shape: str, device: str, length: int) -> list[dict]:
+    """The teacher served as teacher_server.sh serves it (`vllm serve`, one replica on this GPU) and scored by
+    gropd's ServerTeacher with TEACHER_CONCURRENCY requests in flight, then with one, as a rank did before: the
+    prefill tokens/s of each (what a data-parallel server's replicas gain when a rank keeps several in flight)."""
+    from gropd.model.components import TEACHER_CONCURRENCY
+    from gropd.model.teacher.server import ServerTeacher, TeacherAddress
+
+    with tempfile.TemporaryDirectory() as tmp:
+        teacher_path = save_random(shape, "teacher", length, Path(tmp) / "teacher")
+        port, context = free_port(), PROMPT_TOKENS[shape] + length + 1
+        argv = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", teacher_path, "--host", "127.0.0.1"]
+        argv += ["--port", str(port), "--served-model-name", teacher_path, "--dtype", "bfloat16"]
+        argv += ["--max-model-len", str(context), "--gpu-memory-utilization", "0.85"]
+        server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            vocab = SHAPES[shape]["common"]["vocab_size"]
+            prompts = random_rows(vocab, PROMPTS * GROUP, PROMPT_TOKENS[shape], 5)
+            responses = random_rows(vocab, PROMPTS * GROUP, length, 6)
+            tokens = sum(len(p) + len(r) for p, r in zip(prompts, responses, strict=True))
+            rows = []
+            for concurrency in (TEACHER_CONCURRENCY, 1):
+                teacher = ServerTeacher(
+                    TeacherAddress(url=f"http://127.0.0.1:{port}"),
+                    model=teacher_path,
+                    revision=None,
+                    batch_size=GROUP,  # 8 requests of 8 rows
+                    max_request_tokens=1 << 20,
+                    timeout_s=600.0,
+                    max_retries=0,
+                    backoff_s=0.0,
+                    wait_s=600.0,  # the server's start-up: load, compile, capture
+                    context=context,
+                    concurrency=concurrency,
+                )
+                with DevicePeak(device) as meter:
+                    teacher.score(prompts, responses)
+                rows.append(
+                    row(f"server: {PROMPTS} requests of {GROUP} rows, {concurrency} in flight", length, tokens, meter)
+                )
+            return rows
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+
+
+PHASES = {"update": phase_update, "engines": phase_engines, "sync": phase_sync, "server": phase_server}
 
 
 def run_phase(args: argparse.Namespace) -> None:
@@ -367,9 +421,11 @@ def run_phase(args: argparse.Namespace) -> None:
 
 
 def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
-    """(phase, length) in order: the sync once, at the shortest length (its cost does not depend on it)."""
+    """(phase, length) in order: the sync once, at the shortest length (its cost does not depend on it), and the
+    server once, at the longest (its rows' prefill)."""
     steps = [(phase, length) for length in args.lengths for phase in ("update", "engines") if phase in args.phases]
-    return steps + ([("sync", min(args.lengths))] if "sync" in args.phases else [])
+    steps += [("sync", min(args.lengths))] if "sync" in args.phases else []
+    return steps + ([("server", max(args.lengths))] if "server" in args.phases else [])
 
 
 def print_row(result: dict) -> None:

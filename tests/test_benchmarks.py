@@ -41,10 +41,10 @@ def test_gpu_check_dry_run_on_a_cpu(tmp_path: Path) -> None:
     lines = result.stdout.strip().splitlines()
     rows = json.loads(lines[-1])["rows"]
     assert rows[0]["phase"].startswith("update: FSDP2 1 rank") and rows[0]["tokens_per_s"] > 0
-    assert [row["phase"].split(":")[0] for row in rows] == ["update", "engines", "sync"]
+    assert [row["phase"].split(":")[0] for row in rows] == ["update", "engines", "sync", "server"]
     if importlib.util.find_spec("vllm") is None:
         assert all(row["error"] == "vLLM is not installed" for row in rows[1:])
-    assert [line.split(":")[0] for line in lines[2:-1]] == ["update", "engines", "sync"]  # a table row a phase
+    assert [line.split(":")[0] for line in lines[2:-1]] == ["update", "engines", "sync", "server"]  # a row a phase
 
 
 def test_gpu_check_a_phase_past_its_timeout_is_a_row_and_the_rest_still_run(tmp_path: Path) -> None:
