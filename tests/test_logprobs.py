@@ -215,15 +215,22 @@ def test_prefill_of_left_padded_prompts_equals_each_prompt_alone() -> None:
                 torch.testing.assert_close(layer.values[row, :, 5 - len(prompt) :], own.values[0], rtol=0, atol=1e-5)
 
 
-def test_a_chunk_is_sized_by_free_memory_on_cuda_and_fixed_on_a_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    """CUDA: 1/8 of the free memory over 4 float32 [chunk, V] copies, within [2^24, 2^28] logits (no GPU here:
-    cudaMemGetInfo is faked); a CPU: 2^24 logits, whatever is free. At Qwen3's 151,936 entries, by hand."""
+def test_a_chunk_is_fixed_on_cuda_whatever_memory_is_free_and_on_a_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA: 2^28 logits a chunk whatever cudaMemGetInfo says (faked here: it used to size the chunk, so a resume
+    with other memory free split the GEMMs otherwise and was not bit-identical); a CPU: 2^24 logits. At Qwen3's
+    151,936 entries, by hand. The run records it on CUDA, and a resume that finds another one says so."""
+    from gropd.train.loop import logprob_chunk_record
+
     free = {"bytes": 16 * 2**30}
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free["bytes"], 141 * 2**30))
     cuda = torch.device("cuda", 0)
-    assert chunk_tokens(151936, cuda) == 2**27 // 151936 == 883  # 16 GiB / 8 / 16 B
-    free["bytes"] = 2**30
-    assert chunk_tokens(151936, cuda) == 2**24 // 151936 == 110  # the floor
-    free["bytes"] = 100 * 2**30
-    assert chunk_tokens(151936, cuda) == 2**28 // 151936 == 1766  # the cap
-    assert chunk_tokens(151936, torch.device("cpu")) == chunk_tokens(151936) == 110
+    sizes = set()
+    for free["bytes"] in (2**30, 16 * 2**30, 100 * 2**30):
+        sizes.add(chunk_tokens(151936, cuda))
+    assert sizes == {2**28 // 151936} == {1766}
+    assert chunk_tokens(151936, torch.device("cpu")) == chunk_tokens(151936) == 2**24 // 151936 == 110
+    assert logprob_chunk_record({}, 151936, torch.device("cpu")) == ({}, None)
+    assert logprob_chunk_record({}, 151936, cuda) == ({"logprob_chunk_tokens": 1766}, None)
+    assert logprob_chunk_record({"logprob_chunk_tokens": 1766}, 151936, cuda)[1] is None
+    fields, note = logprob_chunk_record({"logprob_chunk_tokens": 883}, 151936, cuda)
+    assert fields == {"logprob_chunk_tokens": 1766} and "recorded a log-prob chunk of 883 tokens" in note

@@ -70,7 +70,7 @@ def test_the_teacher_address_is_not_part_of_the_run(experiments: Path) -> None:
     assert config_hash(here) != config_hash(config(experiments, "paper", "I32think-B1.7", "backend.dtype=float32"))
 
 
-SHAPES = {  # config.json numbers of Qwen/Qwen3-32B, Qwen/Qwen3-4B and Qwen/Qwen3-1.7B
+SHAPES = {  # config.json numbers of Qwen/Qwen3-32B, Qwen/Qwen3-4B and Qwen/Qwen3-1.7B (and their -Base)
     "I32": {
         "hidden_size": 5120,
         "num_hidden_layers": 64,
@@ -93,6 +93,7 @@ SHAPES = {  # config.json numbers of Qwen/Qwen3-32B, Qwen/Qwen3-4B and Qwen/Qwen
         "tie_word_embeddings": True,
     },
 }
+SHAPES |= {"B4": SHAPES["I4"], "B1.7": SHAPES["I1.7"]}  # the Base checkpoints share their shapes
 
 
 def local_shapes(experiments: Path, tmp_path: Path) -> None:
@@ -157,20 +158,44 @@ def test_the_single_process_gpu_route_is_refused_before_anything_loads(
     require_fits(run, load_manifests(experiments), H100, world=8, fsdp=True)
 
 
-def test_the_batch_and_an_idle_share_are_reported(
+def test_each_pairing_splits_its_gpu_as_fit_chooses(
     experiments: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    """Table 3 on 8 GPUs: 8 prompts x G = 8 per rank, each up to 10,240 tokens: the rollout engine at 0.3 of an
-    H100 holds 16 at full length (4 waves, gropd/model/fit.py); a run with a served teacher is told its share."""
+    """Table 3 on 8 GPUs: 8 prompts x G = 8 per rank, each up to 10,240 tokens (112 KiB of KV a token). The old
+    0.3 rollout share of an H100 held 17 of a rank's 64 at full length (4 waves) while ~22 GiB idled; fit.py's
+    split, written per pairing in pairings.yaml, gives the rollout engine what the trainer and the teacher leave:
+    0.5 beside an in-process 4B teacher at 0.2 (31 at once: 3 waves), 0.7 beside a served 32B (46: 2 waves)."""
+    from gropd.model.fit import GIB, PLANNED_GPU_BYTES
+    from gropd.runs.preflight import engines_of, memory_split
+
     local_shapes(experiments, tmp_path)
-    require_fits(config(experiments, "paper", "I4nothink-I1.7nothink"), load_manifests(experiments), H100, 8, True)
+    manifests = load_manifests(experiments)
+    assert PLANNED_GPU_BYTES == H100
+
+    def at_once(fraction: float) -> int:  # Qwen3-1.7B: 3.2 GiB of bf16 weights; float32 logits of its 64 rows + 2 GiB
+        return int((fraction * H100 - 1_720_574_976 * 2 - (64 * 151936 * 4 + 2 * GIB)) // (10240 * 114688))
+
+    assert (at_once(0.3), at_once(0.5), at_once(0.7)) == (17, 31, 46)
+    old = config(experiments, "paper", "I4nothink-I1.7nothink", "backend.rollout_gpu_fraction=0.3")
+    require_fits(old, manifests, H100, world=8, fsdp=True)
     err = capsys.readouterr().err
-    assert "rollout engine holds the KV cache of 16 of its 64 sequences of 10240 tokens" in err
-    assert "up to 4 waves" in err and "unused" not in err
-    served = config(experiments, "paper", "I32nothink-I1.7nothink", "backend.teacher_url=http://a:1")
-    require_fits(served, load_manifests(experiments), H100, world=8, fsdp=True)
-    err = capsys.readouterr().err
-    assert "its teacher is not in-process" in err and "backend.rollout_gpu_fraction=0.80 gives" in err, err
+    assert "rollout engine holds the KV cache of 17 of its 64 sequences of 10240 tokens" in err and "4 waves" in err
+    assert "this run has backend.rollout_gpu_fraction=0.3 and backend.teacher_gpu_fraction=0.2 (4 wave(s))" in err
+    assert "backend.rollout_gpu_fraction=0.50 backend.teacher_gpu_fraction=0.20 gives the split" in err
+    expected = {"I4nothink-I1.7nothink": (0.5, 0.2, 31), "I4think-B1.7": (0.5, 0.2, 31), "B4-B1.7": (0.5, 0.2, 31)}
+    expected |= {"I32nothink-I1.7nothink": (0.7, 0.0, 46), "I32think-B1.7": (0.7, 0.0, 46)}
+    for pairing, (rollout, teacher, held) in expected.items():
+        run = config(experiments, "paper", pairing)
+        engines = [e for e in engines_of(run, manifests, 8) if e.what != "evaluation engine"]
+        split = memory_split(run, manifests, H100, engines, shards=8, fsdp=True)
+        assert (split.rollout, split.teacher, split.rollout_fit.at_once()) == (rollout, teacher, held), pairing
+        assert run.backend.rollout_gpu_fraction == split.rollout  # pairings.yaml says what fit.py chooses
+        if teacher:
+            assert run.backend.teacher_gpu_fraction == split.teacher
+        require_fits(run, manifests, H100, world=8, fsdp=True)
+        err = capsys.readouterr().err
+        assert f"holds {held} of its 64 sequences at full length at once ({-(-64 // held)} wave(s)" in err, err
+        assert "this run has" not in err and "wave(s)) when" not in err
 
 
 def test_tensor_parallel_engines_in_the_trainers_processes_are_refused(

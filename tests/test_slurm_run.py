@@ -39,13 +39,22 @@ for ((node = 0; node < nodes; node++)); do
   SLURM_NODEID=$node taskset -c "0-$(( (cpus < have ? cpus : have) - 1 ))" "$@" || exit $?
 done
 """,
-    "scontrol": "#!/usr/bin/env bash\nprintf 'gpu-a\\ngpu-b\\n'\n",
+    "scontrol": """#!/usr/bin/env bash
+if [[ "$1" == requeue ]]; then echo "$*" >> "$REQUEUES"; exit 0; fi
+printf 'gpu-a\\ngpu-b\\n'
+""",
     "accelerate": """#!/usr/bin/env python3
 import json, os, sys
 offline = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
 with open(os.environ["LAUNCHES"], "a") as log:
     step = {"node": os.environ["SLURM_NODEID"], "cpus": len(os.sched_getaffinity(0))}
     log.write(json.dumps({"argv": sys.argv[1:], **step, **offline}) + "\\n")
+if "run" in sys.argv and os.environ.get("FAKE_RUN_EXIT"):  # the training step fails; a hung rank leaves the marker
+    if os.environ.get("FAKE_HUNG"):
+        marker = os.environ["GROPD_HUNG_MARKER"]
+        os.makedirs(os.path.dirname(marker), exist_ok=True)
+        open(marker, "w").write("rank 3: no rollout batch done for 1000 s\\n")
+    sys.exit(int(os.environ["FAKE_RUN_EXIT"]))
 """,
 }
 VENV_PYTHON = f"""#!/usr/bin/env bash
@@ -95,6 +104,7 @@ def submit(
         "LAUNCHES": str(tmp_path / "launches"),
         "CHECKS": str(tmp_path / "checks"),
         "SRUN_STEPS": str(tmp_path / "steps"),
+        "REQUEUES": str(tmp_path / "requeues"),
     }
     environ = {**base, **slurm, **logs, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     result = subprocess.run(
@@ -179,3 +189,30 @@ def test_a_step_whose_task_fails_on_one_node_ends_on_every_node(tmp_path: Path) 
     assert code == 0, stderr
     steps = [line for line in (tmp_path / "steps").read_text().splitlines() if line.startswith("--")]  # a step's flags
     assert len(steps) == 3 and all("--kill-on-bad-exit=1" in step.split() for step in steps), steps
+
+
+def requeues(tmp_path: Path) -> list[str]:
+    path = tmp_path / "requeues"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_a_hung_rank_requeues_the_job_a_bounded_number_of_times(tmp_path: Path) -> None:
+    """A rank's watchdog (gropd/train/watchdog.py) ends the training step and leaves the job's marker: the job
+    requeues itself instead of exiting non-zero, which --requeue alone never resubmits; not past
+    GROPD_MAX_REQUEUES restarts, and never for a step that failed without the marker (a bug would loop)."""
+    hung = {"FAKE_RUN_EXIT": "1", "FAKE_HUNG": "1", "SLURM_JOB_ID": "4242"}
+    code, launches, _, stderr = submit(tmp_path, 1, "RUN", **hung)
+    assert code == 0, stderr
+    assert requeues(tmp_path) == ["requeue 4242"] and "requeueing job 4242 (restart 1 of 3)" in stderr
+    assert [command(launch)[1] for launch in launches] == ["run"]  # no evaluation of a run cut short
+    assert not (tmp_path / "work" / ".hung" / "4242").exists()  # the next attempt starts without it
+
+    again = tmp_path / "again"
+    again.mkdir()
+    code, _, _, stderr = submit(again, 1, "RUN", **hung, SLURM_RESTART_COUNT="3")
+    assert code == 1 and requeues(again) == [] and "requeued 3 time(s) (GROPD_MAX_REQUEUES=3): not again" in stderr
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    code, launches, _, stderr = submit(broken, 1, "RUN", FAKE_RUN_EXIT="1", SLURM_JOB_ID="4243")
+    assert code == 1 and requeues(broken) == [] and [command(launch)[1] for launch in launches] == ["run"]

@@ -69,6 +69,7 @@ class FakeVLLM:
         delays: list[float] | None = None,
     ) -> None:
         self.served, self.failures, self.requests, self.delays = served, list(failures or []), [], list(delays or [])
+        self.in_flight, self.most_in_flight, self.lock = 0, 0, threading.Lock()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -102,6 +103,16 @@ class FakeVLLM:
                 )
 
             def do_POST(self) -> None:
+                with fake.lock:
+                    fake.in_flight += 1
+                    fake.most_in_flight = max(fake.most_in_flight, fake.in_flight)
+                try:
+                    self._post()
+                finally:
+                    with fake.lock:
+                        fake.in_flight -= 1
+
+            def _post(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 fake.requests.append(body)
                 if fake.delays:
@@ -206,6 +217,28 @@ def test_score_batches_70_rows_into_3_requests_in_order():
     assert all(r["model"] == SERVED and r["prompt_logprobs"] == 0 and r["max_tokens"] == 1 for r in server.requests)
     for got, want in zip(scores, expected_scores(prompts, responses), strict=True):
         assert got == pytest.approx(want)
+
+
+def test_a_rank_keeps_several_requests_in_flight_and_gets_its_rows_back_in_order(monkeypatch):
+    """One request at a time left a data-parallel server's other replicas idle while it prefilled: 4 requests of 8
+    rows, each answered after 0.3 s, now go out at once (GROPD_TEACHER_CONCURRENCY, default 4) and come back in row
+    order; with 1 they queue as before."""
+    from gropd.model.components import TEACHER_CONCURRENCY, teacher_concurrency
+
+    assert (
+        teacher_concurrency({}) == TEACHER_CONCURRENCY == 4
+        and teacher_concurrency({"GROPD_TEACHER_CONCURRENCY": "2"}) == 2
+    )
+    with pytest.raises(ValueError, match="GROPD_TEACHER_CONCURRENCY='0': expected a whole number"):
+        teacher_concurrency({"GROPD_TEACHER_CONCURRENCY": "0"})
+    prompts, responses = rows(32)
+    for concurrency, most in ((4, 4), (1, 1)):
+        with FakeVLLM(delays=[0.3] * 4) as server:
+            teacher = make_teacher(server.url, batch_size=8, concurrency=concurrency)
+            scores = teacher.score(prompts, responses)
+        assert server.most_in_flight == most and len(server.requests) == 4
+        for got, want in zip(scores, expected_scores(prompts, responses), strict=True):
+            assert got == pytest.approx(want)
 
 
 def test_transient_503_twice_then_success():
@@ -382,9 +415,10 @@ CHECK_ON_A_GPU_NODE = (
 
 def test_teacher_server_script_as_the_readme_launches_it(experiments, tmp_path) -> None:
     """`sbatch experiments/launch/teacher_server.sh I32` with a fake `vllm`, `nvidia-smi` (4 GPUs) and `hostname`:
-    #SBATCH lines for a TP-8 node that SLURM requeues, the repository's .venv activated (python and vllm are only
+    #SBATCH lines for an 8-GPU node that SLURM requeues, the repository's .venv activated (python and vllm are only
     there) once `./reproduce.sh gpu-env` made it, the environment check first (its hardware lines stand in for a GPU
-    node's: this CPU has none; the pinned snapshot is looked up for real, offline), TP = the GPUs it sees, the
+    node's: this CPU has none; the pinned snapshot is looked up for real, offline), TP 2 x the replicas the GPUs
+    it sees hold, the
     served name and revision, vLLM's own prefill batch, room for the generated token, and the node's name (not
     0.0.0.0) written to .teachers/I32.url for the runs and printed."""
     import hashlib
@@ -457,7 +491,8 @@ def test_teacher_server_script_as_the_readme_launches_it(experiments, tmp_path) 
     assert offline == "HF_HUB_OFFLINE=1"
     assert args[:3] == ["serve", "Qwen/Qwen3-32B", "--revision"] and full in args
     assert args[args.index("--served-model-name") + 1] == f"Qwen/Qwen3-32B@{full}"
-    assert args[args.index("--tensor-parallel-size") + 1] == "4"
+    # 4 GPUs: 2 data-parallel replicas of TP 2 (was one engine of TP 4, scoring one prefill batch at a time)
+    assert args[args.index("--tensor-parallel-size") + 1] == "2" and args[args.index("--data-parallel-size") + 1] == "2"
     assert args[args.index("--max-model-len") + 1] == "10241" and "--max-num-batched-tokens" not in args
     assert args[args.index("--host") + 1] == "0.0.0.0"
     assert (root / ".teachers/I32.url").read_text() == "http://gpu-node-17.cluster:8000\n"

@@ -398,3 +398,75 @@ def test_a_one_process_run_shuts_its_vllm_engines_down_before_its_evaluation(mon
     release_engines(SimpleNamespace(engine=rollout, teacher=teacher))
     assert rollout._llm.shut_down and teacher._llm.shut_down
     release_engines(SimpleNamespace(engine=SimpleNamespace(), teacher=teacher))  # nothing to close: no error
+
+
+class FakeFlat:
+    """vllm.logprobs.FlatLogprobs (vLLM 0.33.0) as `flat_logprobs=True` returns it: position p's token ids and
+    log-probs between start_indices[p] and end_indices[p]; built as its append does, position by position."""
+
+    def __init__(self, positions: list[dict[int, float] | None]) -> None:
+        self.start_indices, self.end_indices, self.token_ids, self.logprobs = [], [], [], []
+        for position in positions:
+            self.start_indices.append(len(self.logprobs))
+            for token, value in (position or {}).items():
+                self.token_ids.append(token)
+                self.logprobs.append(value)
+            self.end_indices.append(len(self.logprobs))
+
+    def __len__(self) -> int:
+        return len(self.start_indices)
+
+    def __getitem__(self, position: int):
+        raise AssertionError("read flat: indexing a FlatLogprobs builds a Logprob object a token")
+
+
+def test_the_engines_ask_vllm_for_what_they_read_and_size_it_to_their_batch(monkeypatch) -> None:
+    """vLLM 0.33.0 SamplingParams: `detokenize` (default True) decoded every token of every response and every
+    scored prompt position, `flat_logprobs` (default False) built a Logprob object a token; the rollout engine
+    now asks for text only where a stop string needs it, and both read flat log-probs. EngineArgs.max_num_seqs
+    (default 1,024 on an H100/H200, and CUDA graphs up to 512 for it) is the rank's 64 rows; the scoring-only
+    teacher captures no CUDA graph (CompilationConfig.cudagraph_mode NONE)."""
+    monkeypatch.setitem(__import__("sys").modules, "vllm", fake_vllm())
+    rollout = VLLMRollout(
+        "m",
+        revision=None,
+        tensor_parallel=1,
+        dtype="bfloat16",
+        gpu_memory_utilization=0.5,
+        seed=0,
+        max_model_len=None,
+        rule=StopRule((3,)),
+        max_num_seqs=64,
+    )
+    assert FakeLLM.made["max_num_seqs"] == 64
+    rollout.generate([[1, 2]], 2, SamplingSettings(1.0, 1.0, 8), seed=0)
+    assert [(p["detokenize"], p["flat_logprobs"]) for p in rollout._llm.params[-1]] == [(False, True)]
+    based = VLLMRollout(
+        "m", revision=None, tensor_parallel=1, dtype="bfloat16", gpu_memory_utilization=0.5, seed=0,
+        max_model_len=None, rule=StopRule((3,), ("Question:",)),
+    )  # fmt: skip
+    assert "max_num_seqs" not in FakeLLM.made  # the evaluation engine keeps vLLM's default
+    based.generate([[1, 2]], 2, SamplingSettings(1.0, 1.0, 8), seed=0)
+    assert based._llm.params[-1][0]["detokenize"] is True  # vLLM finds stop strings in the text
+    teacher = teacher_engine()
+    assert FakeLLM.made["compilation_config"] == {"cudagraph_mode": "NONE"}
+    seen: list = []
+    teacher._llm.generate = lambda requests, params, use_tqdm=False: (
+        seen.append(params) or [SimpleNamespace(prompt_logprobs=FakeFlat([None, {3: -0.5}]))]
+    )
+    assert teacher.score([[1]], [[3]]) == [[-0.5]]
+    assert (seen[0]["detokenize"], seen[0]["flat_logprobs"], seen[0]["prompt_logprobs"]) == (False, True, 0)
+
+
+def test_flat_logprobs_are_read_without_a_dict_a_position() -> None:
+    from gropd.model.rollout.vllm import _sampled_logprobs
+
+    flat = FakeFlat([None, {7: -0.25}, {8: -1.5, 9: -0.1}, {5: -2.0}])  # position 0 of a prompt has none
+    assert response_logprobs_from_prompt_logprobs(flat, 2, [9, 5]) == [-0.1, -2.0]
+    assert response_logprobs_from_prompt_logprobs(flat, 1, [7, 8, 5]) == [-0.25, -1.5, -2.0]
+    with pytest.raises(ValueError, match=r"prompt_logprobs\[2\] lacks the response token 4"):
+        response_logprobs_from_prompt_logprobs(flat, 1, [7, 4, 5])
+    sampled = FakeFlat([{4: -0.5}, {6: -0.75, 2: -3.0}])
+    assert _sampled_logprobs([4, 6], sampled) == [-0.5, -0.75]
+    with pytest.raises(ValueError, match="lack the sampled token at position 1"):
+        _sampled_logprobs([4, 2 + 1], sampled)

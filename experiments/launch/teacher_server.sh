@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Serve a paper teacher with `vllm serve` at the revision pinned in experiments/lock.yaml.
 #
-#   sbatch experiments/launch/teacher_server.sh I32                 (a whole 8-GPU node, 48 h, TP 8)
+#   sbatch experiments/launch/teacher_server.sh I32                 (a whole 8-GPU node, 48 h: 4 replicas of TP 2)
 #   experiments/launch/teacher_server.sh LABEL [TP] [PORT]          (on a GPU node you are logged in to)
 #
 # LABEL is a model label of the paper profile (experiments/models.yaml: I32, I4, B4); TP the
-# tensor-parallel size (default: every GPU this node shows; Qwen3-32B needs 2 or more on 80 GB cards);
-# PORT defaults to 8000. The model is served under the name `<repo>@<full revision>`, which
+# tensor-parallel size of one replica (default 2: Qwen3-32B's 61 GiB of weights on two 80 GB cards leave the
+# KV cache of ~30 full-length rows a replica; 1 on a node of one GPU). The node's GPUs hold GPUs / TP
+# data-parallel replicas (`vllm serve --data-parallel-size`, vLLM 0.33.0, one API server balancing them): a step's
+# scoring (0.9-2 M tokens of prefill from 8 ranks, and more when several runs share the server) is spread over
+# them, where TP 8 over one replica ran it through one engine; each rank keeps GROPD_TEACHER_CONCURRENCY (4)
+# requests in flight (gropd/model/teacher/server.py). PORT defaults to 8000. The model is served under the name `<repo>@<full revision>`, which
 # ServerTeacher (gropd/model/teacher/server.py) checks against the run's manifest before it scores anything.
 # Before anything loads, `./reproduce.sh check --serving LABEL` checks this node's environment (.venv made by
 # `./reproduce.sh gpu-env`, the GPUs torch sees, driver and torch, CPUs, vLLM at its pin, LABEL's pinned
@@ -47,14 +51,17 @@ export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}
 
 label=${1:?usage: teacher_server.sh LABEL [TP] [PORT]}
 gpus=$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU' || true)
-tp=${2:-$(( gpus > 0 ? gpus : 1 ))}
+tp=${2:-$(( gpus > 1 ? 2 : 1 ))}
+(( gpus < 1 )) && gpus=$tp
+(( gpus % tp == 0 )) || { echo "TP ${tp} does not divide this node's ${gpus} GPUs: give a TP that does" >&2; exit 2; }
+replicas=$(( gpus / tp ))
 port=${3:-8000}
 max_model_len=${MAX_MODEL_LEN:-10241}
 memory=${GPU_MEMORY_UTILIZATION:-0.90}
 host=${HOST:-0.0.0.0}
 
 # this node's environment, before anything loads (exit 2, a line a problem)
-./reproduce.sh check --processes "$tp" --serving "$label"
+./reproduce.sh check --processes "$gpus" --serving "$label"
 
 # repo and full revision through the suite's own lock reader (a clear error when unpinned)
 pinned=$(python - "$label" <<'PY'
@@ -83,13 +90,14 @@ esac
 teachers=${GROPD_TEACHER_DIR:-.teachers}
 mkdir -p "$teachers"
 echo "http://${address}:${port}" > "${teachers}/.${label}.url.$$" && mv -f "${teachers}/.${label}.url.$$" "${teachers}/${label}.url"
-echo "serving ${repo}@${revision} (tp=${tp}) on ${host}:${port}; runs find it in ${teachers}/${label}.url, or give" >&2
+echo "serving ${repo}@${revision} (${replicas} replica(s) of tp=${tp}) on ${host}:${port}; runs find it in ${teachers}/${label}.url, or give" >&2
 echo "  backend.teacher_url=http://${address}:${port}   (TEACHER_URL=http://${address}:${port} for slurm_run.sbatch)" >&2
 exec vllm serve "$repo" \
   --revision "$revision" \
   --tokenizer-revision "$revision" \
   --served-model-name "${repo}@${revision}" \
   --tensor-parallel-size "$tp" \
+  --data-parallel-size "$replicas" \
   --dtype bfloat16 \
   --max-model-len "$max_model_len" \
   "${batched[@]}" \

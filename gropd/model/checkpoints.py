@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gropd.config.lock import pinned_revision, read_lock
 from gropd.config.manifests import Manifests
@@ -78,17 +78,48 @@ def checkpoint_identity(manifests: Manifests, profile: str, label: str) -> str:
     return str(source["path"])
 
 
-def checkpoint_digests(manifests: Manifests, profile: str, label: str) -> dict[str, str] | None:
+def checkpoint_digests(
+    manifests: Manifests, profile: str, label: str, recorded: tuple[Any, Any] | None = None
+) -> dict[str, str] | None:
     """The bytes of model `label` as a run loads them: file name -> sha256 of every file of a tiny or local
     model's directory (the tiny world's tokenizer files too); for a Hub model, the id of each file of its
     snapshot as the Hub cache names the blob (a content hash: sha256 for LFS files). None where the files are
     not on this machine (a tiny world not built yet, a snapshot not downloaded): nothing to compare. Nothing is
-    built or downloaded. A run records them when it starts and is "changed" when one differs."""
+    built or downloaded. A run records them when it starts and is "changed" when one differs. `recorded`: the
+    digests and file stamps (checkpoint_stamps) a run recorded; a file whose stamp is unchanged keeps its recorded
+    digest instead of being read again (another process of the run: its evaluation, a resume)."""
     source = manifests.model(profile, label)["source"]
     if source["kind"] == "hub":
         entry = (read_lock(manifests.root / "lock.yaml").get("models") or {}).get(source["repo"]) or {}
         snapshot = _hub_snapshot(source["repo"], entry.get("full")) if entry.get("full") else None
         return {name: Path(os.path.realpath(snapshot / name)).name for name in _files(snapshot)} if snapshot else None
+    files = _local_files(manifests, source)
+    if files is None:
+        return None
+    digests, stamps = (entry if isinstance(entry, dict) else {} for entry in (recorded or (None, None)))
+    return {
+        name: digests[name] if name in digests and stamps.get(name) == file_stamp(path) else file_sha256(path)
+        for name, path in files.items()
+    }
+
+
+def checkpoint_stamps(manifests: Manifests, profile: str, label: str) -> dict[str, list[int]] | None:
+    """file_stamp of every file of a tiny or local model (None for a Hub model, named by content, or files not
+    here): recorded beside its digests, so that a later process of the run need not read unchanged files again."""
+    source = manifests.model(profile, label)["source"]
+    files = None if source["kind"] == "hub" else _local_files(manifests, source)
+    return None if files is None else {name: file_stamp(path) for name, path in files.items()}
+
+
+def file_stamp(path: Path) -> list[int]:
+    """What changes when a file is written or replaced: size, modification and status-change times, inode (the
+    status-change time cannot be set back by hand, as the modification time can)."""
+    stat = path.stat()
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+
+
+def _local_files(manifests: Manifests, source: dict[str, Any]) -> dict[str, Path] | None:
+    """Name -> path of a tiny or local model's files (the tiny world's tokenizer's too), None when not here."""
     if source["kind"] == "tiny":
         from gropd.tiny.recipe import load_recipe, world_directory
 
@@ -98,7 +129,7 @@ def checkpoint_digests(manifests: Manifests, profile: str, label: str) -> dict[s
         folders = {"": Path(source["path"])}
     if not all(folder.is_dir() for folder in folders.values()):
         return None
-    return {prefix + name: file_sha256(folder / name) for prefix, folder in folders.items() for name in _files(folder)}
+    return {prefix + name: folder / name for prefix, folder in folders.items() for name in _files(folder)}
 
 
 def _files(folder: Path) -> list[str]:

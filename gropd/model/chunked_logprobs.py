@@ -23,21 +23,18 @@ import torch.nn.functional as F
 
 from gropd.vector_math import exp
 
-CHUNK_ELEMENTS = 2**24  # logits per chunk on a CPU, the least on CUDA: 64 MiB of float32 (110 tokens at 151,936)
-MAX_CHUNK_ELEMENTS = 2**28  # the most on CUDA: 1 GiB of float32 (1,766 tokens at Qwen3's 151,936 entries)
-FREE_SHARE = 1 / 8  # of the GPU's free memory, for the LIVE_COPIES float32 [chunk, V] tensors a chunk holds at
-LIVE_COPIES = 4  # once (logits, log-softmax, its exp, the gradient at the logits)
+CHUNK_ELEMENTS = 2**24  # logits per chunk on a CPU: 64 MiB of float32 (110 tokens at 151,936)
+MAX_CHUNK_ELEMENTS = 2**28  # on CUDA: 1 GiB of float32 (1,766 tokens at Qwen3's 151,936 entries)
+LIVE_COPIES = 4  # float32 [chunk, V] tensors a chunk holds at once (logits, log-softmax, its exp, the gradient at the
+# logits): gropd/model/fit.py counts them in the trainer's memory
 
 
 def chunk_tokens(vocab: int, device: torch.device | None = None) -> int:
-    """Tokens per chunk so that one float32 `[chunk, V]` tensor holds about CHUNK_ELEMENTS numbers; on CUDA sized
-    by memory: FREE_SHARE of the free memory (cudaMemGetInfo: a driver query, no stream synchronisation) over
-    LIVE_COPIES float32 copies, within [CHUNK_ELEMENTS, MAX_CHUNK_ELEMENTS] (a small fixed chunk is thousands
-    of kernel launches a micro-step). A CPU keeps CHUNK_ELEMENTS: the committed runs' numerics."""
-    elements = CHUNK_ELEMENTS
-    if device is not None and device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        elements = min(MAX_CHUNK_ELEMENTS, max(CHUNK_ELEMENTS, int(free * FREE_SHARE) // (4 * LIVE_COPIES)))
+    """Tokens per chunk so that one float32 `[chunk, V]` tensor holds about CHUNK_ELEMENTS numbers, MAX_CHUNK_ELEMENTS
+    on CUDA (a small chunk is thousands of kernel launches a micro-step). Fixed, never the free memory: the chunk
+    decides how the GEMMs split, so a resume on a GPU with other memory free would not be bit-identical. A CPU
+    keeps CHUNK_ELEMENTS: the committed runs' numerics."""
+    elements = MAX_CHUNK_ELEMENTS if device is not None and device.type == "cuda" else CHUNK_ELEMENTS
     return max(1, elements // vocab)
 
 

@@ -90,6 +90,22 @@ def teacher_wait_s(environ: Mapping[str, str]) -> float:
     return value
 
 
+TEACHER_CONCURRENCY_ENV = "GROPD_TEACHER_CONCURRENCY"
+TEACHER_CONCURRENCY = 4  # requests a rank keeps in flight: one per replica of teacher_server.sh's default 4
+
+
+def teacher_concurrency(environ: Mapping[str, str]) -> int:
+    """How many scoring requests a rank keeps in flight at a teacher server: GROPD_TEACHER_CONCURRENCY (an
+    operational setting, outside the run's config and hash: each row's log-probs are the server's whatever the
+    batch), default TEACHER_CONCURRENCY."""
+    text = environ.get(TEACHER_CONCURRENCY_ENV, "").strip()
+    if not text:
+        return TEACHER_CONCURRENCY
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{TEACHER_CONCURRENCY_ENV}={text!r}: expected a whole number of requests >= 1")
+    return int(text)
+
+
 def _hf_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_id: int) -> TeacherScorer:
     """The transformers teacher, unsharded in every process: its real weights loaded on every rank (no prepare
     broadcasts them: gropd/model/checkpoints.py load_model) and checked equal across ranks before it scores."""
@@ -131,6 +147,7 @@ def _server_teacher(config: RunConfig, teacher: Role, device: torch.device, pad_
         backoff_s=2.0,
         wait_s=teacher_wait_s(os.environ),
         context=max_model_len(config, config.sampling.max_new_tokens) + 1,
+        concurrency=teacher_concurrency(os.environ),
     )
 
 
@@ -165,6 +182,7 @@ def build_rollout(
     max_new_tokens: int | None = None,
     distributed: bool = True,
     logprobs: bool = True,
+    max_num_seqs: int | None = None,
 ) -> RolloutEngine:
     """The rollout engine named by backend.rollout for `role` (checkpoint + mode).
 
@@ -173,7 +191,9 @@ def build_rollout(
     unused) and follows the trainer's weights through sync_weights. `max_new_tokens` sizes a vLLM
     engine's max_model_len (default: the training cap); `distributed` False keeps a vLLM engine out of
     the trainer's world (the evaluation after training runs on one rank); `logprobs` False: a vLLM engine asks
-    for no sampler log-probs (the evaluation reads none; hf computes them anyway from the logits it samples).
+    for no sampler log-probs (the evaluation reads none; hf computes them anyway from the logits it samples);
+    `max_num_seqs`: the most sequences a vLLM engine runs at once (training: a rank's share of a rollout batch;
+    None: vLLM's default).
     """
     rule = stop_rule(role.mode, tokenizer)
     if config.backend.rollout == "hf":
@@ -199,6 +219,7 @@ def build_rollout(
             tokenizer=role.ref.tokenizer_path,
             distributed=distributed,
             logprobs=logprobs,
+            max_num_seqs=max_num_seqs,
         )
     raise ValueError(f"unknown rollout backend {config.backend.rollout!r}; valid: hf, vllm")
 

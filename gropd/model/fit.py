@@ -29,23 +29,36 @@ The trainer on one GPU (one process of `shards`; shards > 1 only under FSDP):
                    bytes(dtype), plus each layer's float32 input (T · hidden · 4) with gradient checkpointing,
                    or every layer's working set without; the largest of the update (per_device_batch rows of
                    max_model_len) and a no-grad forward (max_tokens_per_forward tokens, one layer at a time)
+    logits       = LOGPROB_LIVE_COPIES · chunk · vocab · 4 bytes   the float32 [chunk, vocab] tensors a log-prob
+                                                 chunk holds at once (gropd/model/chunked_logprobs.py), in every
+                                                 forward and backward; on CUDA chunk = LOGPROB_CUDA_ELEMENTS / vocab
+                                                 tokens (fixed: 4 GiB at any vocabulary)
+    head         = vocab · hidden · 10 bytes     the LM head's gradient while the chunks run (head_gradients): its
+                                                 float32 sum 4 + a chunk's bf16 product 2 + that product in float32 4
     optimizer    = parameters · 4 / shards       foreach AdamW's float32 sqrt(v) of every parameter at once
                                                  (torch/optim/adam.py _multi_tensor_adam: _foreach_sqrt);
                  = 0                             fused AdamW (one kernel, no temporary: the trainer on CUDA)
-    need         = states + max(compute + activations, optimizer) + slack   (the optimiser steps after the
-                                                 backward has freed activations and compute copies)
+    need         = states + max(compute + activations + logits + head, optimizer) + slack   (the optimiser
+                                                 steps after the backward has freed activations and compute copies)
     slack        = TRAINER_SLACK_GIB (CUDA context, allocator: our allowance)
 
 Measured on an H200 (benchmarks/gpu_check.py update phase, Qwen3-1.7B shapes, FSDP2 on 1 rank, foreach AdamW):
-a peak of 34.7 GiB at both 2,048- and 8,192-token responses, the optimiser step's: 34.0 GiB by these formulas.
+a peak of 34.7 GiB at both 2,048- and 8,192-token responses; these formulas give 36.0 and 37.8 GiB (the logits and
+head terms are upper bounds: not all of a chunk's copies live beside the head's largest temporaries).
 
 It shares the GPU with the engines that live beside it: trainer + Σ fraction · GPU memory ≤ GPU memory.
+
+The split of a training GPU (`choose_split`, in twentieths of the card): an in-process teacher gets the least
+share whose KV cache holds TEACHER_SEQUENCES full-length sequences (it only prefills: one row scored, the next
+queued), SPLIT_FREE of the card stays free (CUDA contexts, fragmentation), and the rollout engine gets the rest
+beside the trainer, so that a rank's rollout batch runs in as few waves as the card allows. pairings.yaml
+writes each pairing's split for an 80 GB card (PLANNED_GPU_BYTES); tests/test_preflight.py checks they agree.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +71,12 @@ TRAINER_SLACK_GIB = 2.0
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 PROMPT_LOGPROB_CHUNK_V2 = 1024  # vLLM 0.33.0 vllm/v1/worker/gpu/sample/prompt_logprob.py CHUNK_SIZE
 SAMPLER_ROWS = 1024  # vLLM 0.33.0 max_num_seqs of an LLM on an H100/H200 (EngineArgs.get_batch_defaults): logits rows
+LOGPROB_CUDA_ELEMENTS = 2**28  # = chunked_logprobs.py MAX_CHUNK_ELEMENTS, the chunk on CUDA (tests/test_fit.py)
+LOGPROB_LIVE_COPIES = 4  # = chunked_logprobs.py LIVE_COPIES (torch is not imported to plan a run)
+PLANNED_GPU_BYTES = 81559 * 2**20  # an H100 80 GB as nvidia-smi lists it: the card pairings.yaml's splits are for
+SPLIT_STEPS = 20  # GPU shares in steps of 1/20 of the card
+SPLIT_FREE = 1  # of those steps, kept free of engines and trainer
+TEACHER_SEQUENCES = 2  # full-length sequences an in-process teacher engine's KV cache holds
 
 
 def max_model_len(config: RunConfig, max_new_tokens: int) -> int:
@@ -176,10 +195,13 @@ class Trainer:
     compute: float
     activations: float
     optimizer: float
+    logits: float
+    head: float
 
     @property
     def need(self) -> float:
-        return self.states + max(self.compute + self.activations, self.optimizer) + TRAINER_SLACK_GIB * GIB
+        working = self.compute + self.activations + self.logits + self.head
+        return self.states + max(working, self.optimizer) + TRAINER_SLACK_GIB * GIB
 
 
 def trainer_memory(
@@ -193,9 +215,11 @@ def trainer_memory(
     rows: int,
     forward_tokens: int,
     checkpointing: bool,
+    chunk_elements: int = LOGPROB_CUDA_ELEMENTS,
 ) -> Trainer:
-    """The trainer's states, compute copies, activations and optimiser temporary by the module docstring's
-    formulas (`shards` > 1 only with `fsdp`)."""
+    """The trainer's states, compute copies, activations, log-prob chunk, head-gradient and optimiser temporaries by
+    the module docstring's formulas (`shards` > 1 only with `fsdp`; `chunk_elements`: logits a chunk holds, the
+    CUDA trainer's by default)."""
     size = DTYPE_BYTES[dtype]
     params = arch.parameters()
     if fsdp:
@@ -211,7 +235,47 @@ def trainer_memory(
         compute=compute,
         activations=max(update, forward),
         optimizer=0 if fused else params * 4 / shards,
+        logits=LOGPROB_LIVE_COPIES * (chunk_elements // arch.vocab) * arch.vocab * 4,
+        head=arch.vocab * arch.hidden * 10,
     )
+
+
+@dataclass(frozen=True)
+class Split:
+    """A training GPU's shares: `rollout` and `teacher` (0: no in-process teacher) engine fractions, and the
+    rollout engine's estimate at its share."""
+
+    rollout: float
+    teacher: float
+    rollout_fit: Fit
+
+    def describe(self, sequences: int, trainer_need: float) -> str:
+        """`rollout 0.50 + teacher 0.20 beside the trainer's 16.1 GiB: ... 31 of 64 sequences at once (3 waves)`."""
+        teacher = f" + teacher {self.teacher:.2f}" if self.teacher else ""
+        fit = self.rollout_fit
+        return (
+            f"rollout {self.rollout:.2f}{teacher} of a {fit.budget / self.rollout / GIB:.0f} GiB GPU beside the "
+            f"trainer's {trainer_need / GIB:.1f} GiB: the rollout engine holds {fit.at_once()} of its {sequences} "
+            f"sequences at full length at once ({fit.waves(sequences)} wave(s) when all run long)"
+        )
+
+
+def choose_split(
+    trainer_need: float, rollout: Callable[[float], Fit], teacher: Callable[[float], Fit] | None, gpu_bytes: int
+) -> Split | None:
+    """The module docstring's split of a `gpu_bytes` card: `rollout(fraction)` and `teacher(fraction)` estimate each
+    engine at a share (teacher None: none in-process); None when no split fits (the teacher's least share, or no
+    room for a rollout engine that fits)."""
+    teacher_steps = 0
+    if teacher is not None:
+        fits = (k for k in range(1, SPLIT_STEPS + 1) if teacher(k / SPLIT_STEPS).at_once() >= TEACHER_SEQUENCES)
+        teacher_steps = next(fits, None)
+        if teacher_steps is None:
+            return None
+    room = math.floor((SPLIT_STEPS - SPLIT_FREE) - SPLIT_STEPS * trainer_need / gpu_bytes) - teacher_steps
+    if room < 1 or not rollout(room / SPLIT_STEPS).fits:
+        return None
+    return Split(room / SPLIT_STEPS, teacher_steps / SPLIT_STEPS, rollout(room / SPLIT_STEPS))
 
 
 def describe(fit: Fit) -> str:
@@ -226,7 +290,8 @@ def describe(fit: Fit) -> str:
 def describe_trainer(trainer: Trainer) -> str:
     return (
         f"float32 weights, gradients and AdamW {trainer.states / GIB:.1f} + the larger of compute copies "
-        f"{trainer.compute / GIB:.1f} + activations {trainer.activations / GIB:.1f} and the optimiser's temporary "
+        f"{trainer.compute / GIB:.1f} + activations {trainer.activations / GIB:.1f} + log-prob chunk "
+        f"{trainer.logits / GIB:.1f} + head gradient {trainer.head / GIB:.1f} and the optimiser's temporary "
         f"{trainer.optimizer / GIB:.1f} + {TRAINER_SLACK_GIB:.0f} GiB slack = {trainer.need / GIB:.1f} GiB"
     )
 

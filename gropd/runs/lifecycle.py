@@ -23,7 +23,7 @@ from typing import Any
 
 from gropd.config import Manifests, RunConfig, config_hash, config_yaml, data_hash
 from gropd.config.errors import ConfigError, RunFileError
-from gropd.model.checkpoints import checkpoint_digests, checkpoint_identity
+from gropd.model.checkpoints import checkpoint_digests, checkpoint_identity, checkpoint_stamps
 from gropd.record.run_dir import DONE, RunDir
 
 STARTED = (*DONE, "failed", "resumable")  # seen states of a run that has begun
@@ -55,10 +55,23 @@ def checkpoints_of(config: RunConfig, manifests: Manifests) -> dict[str, str]:
     return {role: checkpoint_identity(manifests, config.profile, label) for role, (label, _) in models.items()}
 
 
-def digests_of(config: RunConfig, manifests: Manifests) -> dict[str, dict[str, str] | None]:
-    """Role → checkpoint_digests of the run's models (None for a model whose files are not here)."""
+def digests_of(
+    config: RunConfig, manifests: Manifests, status: dict[str, Any] | None = None
+) -> dict[str, dict[str, str] | None]:
+    """Role → checkpoint_digests of the run's models (None for a model whose files are not here); with the run's
+    `status`, files whose stamps it recorded unchanged keep its digests (not read again)."""
+    digests, stamps = ((status or {}).get(key) for key in ("digests", "stamps"))
+    digests, stamps = (value if isinstance(value, dict) else {} for value in (digests, stamps))
+    return {
+        role: checkpoint_digests(manifests, config.profile, label, (digests.get(role), stamps.get(role)))
+        for role, (label, _) in models_of(config, manifests).items()
+    }
+
+
+def stamps_of(config: RunConfig, manifests: Manifests) -> dict[str, dict[str, list[int]] | None]:
+    """Role → checkpoint_stamps of the run's models, recorded beside their digests."""
     models = models_of(config, manifests)
-    return {role: checkpoint_digests(manifests, config.profile, label) for role, (label, _) in models.items()}
+    return {role: checkpoint_stamps(manifests, config.profile, label) for role, (label, _) in models.items()}
 
 
 def what_changed(status: dict[str, Any], config: RunConfig, manifests: Manifests | None) -> str | None:
@@ -76,7 +89,7 @@ def what_changed(status: dict[str, Any], config: RunConfig, manifests: Manifests
         return f"started with other models: {'; '.join(moved)}"
     recorded_digests = status.get("digests") if isinstance(status.get("digests"), dict) else {}
     edited = []
-    for role, files in (digests_of(config, manifests) if recorded_digests else {}).items():  # (none: nothing to hash)
+    for role, files in (digests_of(config, manifests, status) if recorded_digests else {}).items():  # none: no hash
         before = recorded_digests.get(role)
         if files is not None and isinstance(before, dict) and before != files:
             names = sorted(name for name in {*files, *before} if files.get(name) != before.get(name))

@@ -30,7 +30,15 @@ from gropd.numerics import enter
 from gropd.record.run_dir import DONE, RunDir
 from gropd.record.run_lock import check_free, child_env, hold_run
 from gropd.record.tracking import check_backends, log_evaluation
-from gropd.runs.lifecycle import changed_error, checkpoints_of, copy_twin, digests_of, run_state, twin_to_copy
+from gropd.runs.lifecycle import (
+    changed_error,
+    checkpoints_of,
+    copy_twin,
+    digests_of,
+    run_state,
+    stamps_of,
+    twin_to_copy,
+)
 from gropd.runs.session import Ranks, refuse_live_owner, run_session
 from gropd.train.world import rank_share
 
@@ -282,4 +290,9 @@ def identity(config: RunConfig, manifests: Manifests) -> dict[str, Any]:
         }
     else:
         fields |= {"model": config.model, "mode": config.mode, "pairing": None, "method": None}
-    return fields | {"checkpoints": checkpoints_of(config, manifests), "digests": digests_of(config, manifests)}
+    stamps = stamps_of(config, manifests)  # before the digests: a file written in between is read again later
+    return (
+        fields
+        | {"checkpoints": checkpoints_of(config, manifests), "digests": digests_of(config, manifests)}
+        | {"stamps": stamps}
+    )

@@ -1,8 +1,10 @@
 """Checks a run passes before it loads anything: its models pinned, its in-process vLLM engines on one GPU
 each, and its GPU big enough for what lives on it (gropd/model/fit.py): the trainer beside its rollout and
 teacher engines, each engine within its share, the evaluation engine alone. Each failure is a clear error
-(exit 2) naming what to set; a grid is checked whole before its first run starts. What fits but runs slower
-(a rollout batch whose KV cache needs several waves, a served teacher's idle share) is said on stderr. A served
+(exit 2) naming what to set; a grid is checked whole before its first run starts. Each training run on a GPU
+states the split of the card gropd/model/fit.py chooses for it (choose_split: the rollout engine's share, the
+teacher's, the waves a rollout batch takes) and the settings that give it when the run has others; what fits but
+runs slower (a rollout batch whose KV cache needs several waves) is said on stderr too. A served
 teacher needs no address here: without backend.teacher_url the run follows its address file and waits for it
 (gropd/model/teacher/server.py); the job's environment check reports it (gropd/runs/preflight_env.py)."""
 
@@ -12,7 +14,9 @@ import importlib.util
 import math
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from eval.suites import SuiteError, load_suite_manifest, question_pool
 from gropd.config.errors import ConfigError
@@ -23,7 +27,11 @@ from gropd.model.fit import (
     GIB,
     SAMPLER_ROWS,
     Architecture,
+    Fit,
     FitError,
+    Split,
+    Trainer,
+    choose_split,
     describe,
     describe_trainer,
     estimate,
@@ -38,6 +46,8 @@ from gropd.model.rollout.base import require_sampler_logprobs
 from gropd.numerics import enter
 from gropd.runs.evaluation import suites_for
 from gropd.runs.lifecycle import models_of
+
+Shapes = Mapping[str, Mapping[str, Any]] | None  # model label -> config.json numbers (planning without the Hub)
 
 
 def require_device(config: RunConfig, cuda: bool) -> None:
@@ -163,7 +173,8 @@ def engines_of(config: RunConfig, manifests: Manifests, world: int) -> list[Engi
         context = max_model_len(config, config.sampling.max_new_tokens)
         local = math.ceil(config.train.prompts_per_batch / world) * config.train.group_size
         knobs = "backend.rollout_gpu_fraction or sampling.max_new_tokens"
-        engines += [Engine("rollout engine", roles["student"][0], b.rollout_gpu_fraction, context, local, knobs)]
+        student = roles["student"][0]  # its sampler's logits: max_num_seqs = the rank's rows (gropd/train/loop.py)
+        engines += [Engine("rollout engine", student, b.rollout_gpu_fraction, context, local, knobs, local)]
         if b.teacher == "vllm":
             rows = logit_rows(b.teacher_max_batched_tokens, model_runner_v2(os.environ, cuda=True))
             knobs = "backend.teacher: server (experiments/launch/teacher_server.sh) or backend.teacher_gpu_fraction"
@@ -181,27 +192,42 @@ def engines_of(config: RunConfig, manifests: Manifests, world: int) -> list[Engi
     return engines
 
 
+def architecture(config: RunConfig, manifests: Manifests, label: str, shapes: Shapes = None) -> Architecture:
+    """Model `label`'s numbers: from `shapes` (label -> config.json numbers) where given, else its config.json."""
+    if shapes is not None:
+        return Architecture.of(shapes[label])
+    return Architecture.of(model_config(checkpoint_ref(manifests, config.profile, label)))
+
+
+def engine_fit(
+    config: RunConfig, manifests: Manifests, engine: Engine, gpu_bytes: int, fraction: float, shapes: Shapes = None
+) -> Fit:
+    """The estimate of `engine` at `fraction` of a `gpu_bytes` card (tensor parallelism only in an eval run's own
+    process)."""
+    tp = config.backend.tensor_parallel if config.kind == "eval" else 1
+    return estimate(
+        architecture(config, manifests, engine.label, shapes),
+        dtype=config.backend.dtype,
+        tensor_parallel=tp,
+        max_model_len=engine.context,
+        logit_rows=engine.rows,
+        fraction=fraction,
+        gpu_bytes=gpu_bytes,
+    )
+
+
 def require_fits(config: RunConfig, manifests: Manifests, gpu_bytes: int, world: int = 1, fsdp: bool = False) -> None:
     """FitError unless the run fits a GPU of `gpu_bytes` (gropd/model/fit.py): each engine its fraction, and
     during training the trainer (one of `world` processes, sharded when `fsdp`) beside the rollout engine
-    and an in-process teacher. Prints a note where a batch's KV cache runs in waves."""
-    b = config.backend
+    and an in-process teacher. Prints a note where a batch's KV cache runs in waves, and a training run's split."""
     engines = engines_of(config, manifests, world)
-    tp = b.tensor_parallel if config.kind == "eval" else 1
+    tp = config.backend.tensor_parallel if config.kind == "eval" else 1
     for engine in engines:
+        fit = engine_fit(config, manifests, engine, gpu_bytes, engine.fraction)
         ref = checkpoint_ref(manifests, config.profile, engine.label)
-        fit = estimate(
-            Architecture.of(model_config(ref)),
-            dtype=b.dtype,
-            tensor_parallel=tp,
-            max_model_len=engine.context,
-            logit_rows=engine.rows,
-            fraction=engine.fraction,
-            gpu_bytes=gpu_bytes,
-        )
         require_fit(
-            f"run {config.run_id}: the {engine.what} of {ref.describe()} (tensor parallel {tp}, "
-            f"{engine.fraction} of a {gpu_bytes / GIB:.0f} GiB GPU)",
+            f"run {config.run_id}: the {engine.what} of {ref.describe()} (tensor parallel {tp}, {engine.fraction} "
+            f"of a {gpu_bytes / GIB:.0f} GiB GPU)",
             fit,
             engine.knobs,
         )
@@ -215,18 +241,21 @@ def require_fits(config: RunConfig, manifests: Manifests, gpu_bytes: int, world:
             )
     if config.kind == "train":
         beside = [engine for engine in engines if engine.what != "evaluation engine"]
-        require_trainer_fits(config, manifests, gpu_bytes, beside, world if fsdp else 1, fsdp)
+        shards = world if fsdp else 1
+        require_trainer_fits(config, manifests, gpu_bytes, beside, shards, fsdp)
+        if config.backend.rollout == "vllm":
+            note = split_note(config, manifests, gpu_bytes, beside, shards, fsdp)
+            print(f"note: run {config.run_id}: {note}", file=sys.stderr)
 
 
-def require_trainer_fits(
-    config: RunConfig, manifests: Manifests, gpu_bytes: int, engines: list[Engine], shards: int, fsdp: bool
-) -> None:
-    """FitError unless the trainer (on CUDA: fused AdamW, gropd/train/loop.py) + the engines' shares fit the GPU;
-    a note when a served teacher leaves its share of the card unused."""
+def trainer_estimate(
+    config: RunConfig, manifests: Manifests, shards: int, fsdp: bool, shapes: Shapes = None
+) -> Trainer:
+    """The trainer's memory on one GPU (on CUDA: fused AdamW, gropd/train/loop.py) by gropd/model/fit.py."""
     b, t = config.backend, config.train
     label = models_of(config, manifests)["student"][0]
-    trainer = trainer_memory(
-        Architecture.of(model_config(checkpoint_ref(manifests, config.profile, label))),
+    return trainer_memory(
+        architecture(config, manifests, label, shapes),
         dtype=b.dtype,
         shards=shards,
         fsdp=fsdp,
@@ -236,6 +265,63 @@ def require_trainer_fits(
         forward_tokens=b.max_tokens_per_forward,
         checkpointing=b.gradient_checkpointing,
     )
+
+
+def memory_split(
+    config: RunConfig,
+    manifests: Manifests,
+    gpu_bytes: int,
+    engines: list[Engine],
+    shards: int,
+    fsdp: bool,
+    shapes: Shapes = None,
+) -> Split | None:
+    """fit.py's split (choose_split) of a training GPU for this run's rollout engine and in-process teacher
+    (`engines`: engines_of's, the evaluation engine left out)."""
+    rollout = next(engine for engine in engines if engine.what == "rollout engine")
+    teacher = next((engine for engine in engines if engine.what == "in-process teacher engine"), None)
+
+    def teacher_at(fraction: float) -> Fit:
+        return engine_fit(config, manifests, teacher, gpu_bytes, fraction, shapes)
+
+    return choose_split(
+        trainer_estimate(config, manifests, shards, fsdp, shapes).need,
+        lambda fraction: engine_fit(config, manifests, rollout, gpu_bytes, fraction, shapes),
+        None if teacher is None else teacher_at,
+        gpu_bytes,
+    )
+
+
+def split_note(
+    config: RunConfig, manifests: Manifests, gpu_bytes: int, engines: list[Engine], shards: int, fsdp: bool
+) -> str:
+    """The training GPU's split fit.py chooses for this run, and the settings that give it when the run's differ."""
+    split = memory_split(config, manifests, gpu_bytes, engines, shards, fsdp)
+    if split is None:
+        return "gropd/model/fit.py finds no split of this GPU that holds its engines beside the trainer"
+    rollout = next(engine for engine in engines if engine.what == "rollout engine")
+    need = trainer_estimate(config, manifests, shards, fsdp).need
+    text = f"GPU split (gropd/model/fit.py choose_split): {split.describe(rollout.sequences, need)}"
+    b = config.backend
+    in_process = b.teacher == "vllm"
+    settings = f"backend.rollout_gpu_fraction={split.rollout:.2f}"
+    settings += f" backend.teacher_gpu_fraction={split.teacher:.2f}" if in_process else ""
+    if b.rollout_gpu_fraction != split.rollout or (in_process and b.teacher_gpu_fraction != split.teacher):
+        own = engine_fit(config, manifests, rollout, gpu_bytes, b.rollout_gpu_fraction)
+        text += (
+            f"; this run has backend.rollout_gpu_fraction={b.rollout_gpu_fraction}"
+            + (f" and backend.teacher_gpu_fraction={b.teacher_gpu_fraction}" if in_process else "")
+            + f" ({own.waves(rollout.sequences)} wave(s)): {settings} gives the split"
+        )
+    return text
+
+
+def require_trainer_fits(
+    config: RunConfig, manifests: Manifests, gpu_bytes: int, engines: list[Engine], shards: int, fsdp: bool
+) -> None:
+    """FitError unless the trainer (on CUDA: fused AdamW, gropd/train/loop.py) + the engines' shares fit the GPU."""
+    label = models_of(config, manifests)["student"][0]
+    trainer = trainer_estimate(config, manifests, shards, fsdp)
     shares = sum(engine.fraction for engine in engines)
     need = trainer.need + shares * gpu_bytes
     route = f"FSDP2 over {shards} process(es)" if fsdp else "one process, unsharded"
@@ -248,16 +334,6 @@ def require_trainer_fits(
             f"(or sbatch experiments/launch/slurm_run.sbatch {config.run_id}), or lower the engines' shares "
             "(backend.rollout_gpu_fraction, backend.teacher_gpu_fraction)."
         )
-    if b.rollout == "vllm" and b.teacher != "vllm":
-        spare = math.floor((gpu_bytes - need) / gpu_bytes * 20) / 20 - 0.05  # steps of 0.05, 0.05 kept free
-        if spare >= 0.1:
-            print(
-                f"note: run {config.run_id}: its teacher is not in-process (backend.teacher: {b.teacher}), so "
-                f"{spare:.2f} of the card beside the trainer ({trainer.need / GIB:.1f} GiB) and the rollout engine "
-                f"is unused: backend.rollout_gpu_fraction={b.rollout_gpu_fraction + spare:.2f} gives the rollout "
-                "engine's KV cache that room",
-                file=sys.stderr,
-            )
 
 
 def preflight(config: RunConfig, manifests: Manifests) -> None:

@@ -37,13 +37,22 @@ from gropd.config.manifests import Manifests
 from gropd.config.schema import CollapseRule, RunConfig
 from gropd.credit import method
 from gropd.model.checkpoints import torch_dtype
-from gropd.model.components import PromptRenderer, build_rollout, build_teacher, load_student, pairing_roles
+from gropd.model.chunked_logprobs import chunk_tokens
+from gropd.model.components import (
+    PromptRenderer,
+    build_rollout,
+    build_teacher,
+    load_student,
+    pairing_roles,
+    teacher_wait_s,
+)
 from gropd.model.rollout.base import require_sampler_logprobs, samples_a_copy
 from gropd.record import tracking
 from gropd.record.run_dir import RunDir, seal
 from gropd.record.run_lock import require_held
 from gropd.train.prompts import PromptSampler, load_prompt_pool
 from gropd.train.step import StepContext, assign_prompts, print_progress, step_seed, train_step
+from gropd.train.watchdog import ALLOWANCE_S, StepWatchdog
 from gropd.train.world import layout_note, process_group_timeout, rank_share
 from gropd.vector_math import VML_FREE
 
@@ -176,6 +185,7 @@ def build_context(
         seed=config.seed,
         gpu_fraction=config.backend.rollout_gpu_fraction,
         own_copy=own_copy,
+        max_num_seqs=rank_share(config.train, accelerator.num_processes).responses,  # a rank's rollout batch
     )
     require_sampler_logprobs(config.backend, accelerator.num_processes)
     scorer = build_teacher(config, teacher, accelerator.device, tokenizer.pad_token_id)
@@ -218,7 +228,11 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
         print(f"[{config.run_id}] {note}", file=sys.stderr)
     ctx, sampler = build_context(config, manifests, accelerator, run_dir.root / "batches")
     if accelerator.is_main_process:
-        run_dir.update_status(processes=accelerator.num_processes)
+        vocab = accelerator.unwrap_model(ctx.model).config.vocab_size
+        chunk, note = logprob_chunk_record(run_dir.read_status() or {}, vocab, accelerator.device)
+        if note:
+            print(f"[{config.run_id}] {note}", file=sys.stderr)
+        run_dir.update_status(processes=accelerator.num_processes, **chunk)
     history, first = [], 1
     resume = run_dir.latest_checkpoint()
     last = 0
@@ -236,6 +250,9 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
         run_dir.truncate_metrics(last)
     tracking.start(accelerator, config, run_dir.root, first_step=first)
     started, status = time.perf_counter(), {"status": "running", "reason": None}
+    allowance = teacher_wait_s(os.environ) if config.backend.teacher == "server" else ALLOWANCE_S
+    watchdog = StepWatchdog(allowance, f"run {config.run_id}, rank {accelerator.process_index}").start()
+    watchdog.beat()
     try:
         for step in range(first, config.train.steps + 1):
             record = train_step(ctx, config, local_questions(sampler, config, step, accelerator), step)
@@ -250,9 +267,12 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
             if reason:
                 status = {"status": "collapsed", "reason": reason, "collapse_step": step}
                 break
+            watchdog.beat()
             if step % config.train.checkpoint_every == 0 or step == config.train.steps:
-                save_checkpoint(accelerator, run_dir, step, sampler, config.train.keep_checkpoints)
+                with watchdog.paused():
+                    save_checkpoint(accelerator, run_dir, step, sampler, config.train.keep_checkpoints)
     finally:
+        watchdog.stop()
         ctx.grader.close()
     if status["status"] == "running":
         save_final(accelerator, ctx, run_dir, config.backend.dtype)
@@ -262,6 +282,23 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
         release_engines(ctx)  # first: one process's vLLM engine made the process group that end_training ends
     accelerator.end_training()  # closes the trackers and this run's process group (if any is left)
     return status
+
+
+def logprob_chunk_record(status: dict[str, Any], vocab: int, device: torch.device) -> tuple[dict[str, int], str | None]:
+    """On CUDA, the log-prob chunk this process computes with (gropd/model/chunked_logprobs.py: fixed, it decides
+    the GEMM split) as a status.json field, and a note when a resumed run recorded another one (its steps from here
+    on are not bit-identical to an uninterrupted run's). Nothing on a CPU: a tiny run's status stays as it was."""
+    if device.type != "cuda":
+        return {}, None
+    chunk, recorded = chunk_tokens(vocab, device), status.get("logprob_chunk_tokens")
+    note = None
+    if recorded is not None and recorded != chunk:
+        note = (
+            f"note: this run recorded a log-prob chunk of {recorded} tokens and this code computes with {chunk} "
+            "(gropd/model/chunked_logprobs.py changed): the steps from here on are not bit-identical to an "
+            "uninterrupted run's"
+        )
+    return {"logprob_chunk_tokens": chunk}, note
 
 
 def release_engines(ctx: StepContext) -> None:

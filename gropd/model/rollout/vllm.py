@@ -35,6 +35,13 @@ in `token_ids` and drops the rest: StopRule's own rule, gropd/model/rollout/base
 max_new_tokens ("length"); `ignore_eos=True` keeps vLLM from adding the checkpoint's own EOS
 ids, so the stop set is exactly the mode's.
 
+What vLLM builds for us (vLLM 0.33.0 wheel, read): `flat_logprobs=True` returns a response's log-probs as one
+`FlatLogprobs` of parallel lists (vllm/logprobs.py), read in place (`flat_logprob`), not a `Logprob` object a token;
+`detokenize=False` (SamplingParams) gives the output processor no tokenizer, so no token is decoded
+(vllm/v1/engine/output_processor.py), except where a stop string must be found in the text (vLLM refuses stop
+strings without it); the training engine runs at most a rank's rows at once (`max_num_seqs`, EngineArgs), which
+also bounds the CUDA graphs vLLM captures (2 x max_num_seqs, VllmConfig._set_cudagraph_sizes).
+
 Sampler log-probs: vLLM's default `logprobs_mode="raw_logprobs"` reports
 log-softmax of the raw logits, which is the sampling distribution only at
 temperature 1 and top-p 1 (the paper's rollout setting); at other settings the
@@ -78,10 +85,32 @@ def request_seed(seed: int, prompt_index: int, n: int) -> int:
     return seed * SEED_STRIDE + prompt_index * n
 
 
-def _sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[Any] | None) -> list[float]:
-    """[T] log-probs of the sampled tokens out of vLLM's per-token {token id: Logprob} dicts."""
+def flat_logprob(logprobs: Any, position: int, token: int) -> float | None:
+    """`token`'s log-prob at `position` of a vLLM 0.33.0 `FlatLogprobs` (vllm/logprobs.py, what `flat_logprobs=True`
+    returns: parallel lists of token ids and log-probs, position p's between start_indices[p] and end_indices[p]),
+    read without building the {token id: Logprob} dict its indexing would; None when the position lacks it."""
+    for k in range(logprobs.start_indices[position], logprobs.end_indices[position]):
+        if logprobs.token_ids[k] == token:
+            return float(logprobs.logprobs[k])
+    return None
+
+
+def is_flat(logprobs: Any) -> bool:
+    """Whether vLLM returned these log-probs flat (`FlatLogprobs`) rather than as a list of dicts."""
+    return hasattr(logprobs, "start_indices")
+
+
+def _sampled_logprobs(token_ids: Sequence[int], logprobs: Any) -> list[float]:
+    """[T] log-probs of the sampled tokens out of vLLM's per-token log-probs (flat, or {token id: Logprob} dicts)."""
     if logprobs is None:
         raise ValueError("vLLM returned no logprobs; request them with SamplingParams(logprobs=0)")
+    if len(logprobs) != len(token_ids):
+        raise ValueError(f"vLLM returned log-probs of {len(logprobs)} positions for {len(token_ids)} tokens")
+    if is_flat(logprobs):
+        values = [flat_logprob(logprobs, t, token) for t, token in enumerate(token_ids)]
+        if None in values:
+            raise ValueError(f"vLLM's log-probs lack the sampled token at position {values.index(None)}")
+        return values
     return [float(position[token].logprob) for token, position in zip(token_ids, logprobs, strict=True)]
 
 
@@ -130,9 +159,14 @@ def engine_arguments(
     dtype: str,
     gpu_memory_utilization: float,
     max_model_len: int | None,
+    max_num_seqs: int | None = None,
 ) -> dict[str, object]:
     """The `vllm.LLM` arguments the rollout and teacher engines share: the model and its tokenizer at one
-    revision (the tiny world keeps its tokenizer apart), tensor parallelism, dtype, GPU share, context."""
+    revision (the tiny world keeps its tokenizer apart), tensor parallelism, dtype, GPU share, context; and, where
+    given, the most sequences it runs at once (`max_num_seqs`, vLLM 0.33.0 EngineArgs: its default on an H100/H200
+    is 1,024, and it sizes the sampler's buffers and the CUDA graphs vLLM captures, up to 2 x max_num_seqs and at
+    most 512 tokens: VllmConfig._set_cudagraph_sizes)."""
+    seqs = {} if max_num_seqs is None else {"max_num_seqs": max_num_seqs}
     return {
         "model": model_path,
         "revision": revision,
@@ -142,6 +176,7 @@ def engine_arguments(
         "dtype": dtype,
         "gpu_memory_utilization": gpu_memory_utilization,
         "max_model_len": max_model_len,
+        **seqs,
     }
 
 
@@ -162,6 +197,7 @@ class VLLMRollout:
         rule: StopRule,
         distributed: bool = True,
         logprobs: bool = True,
+        max_num_seqs: int | None = None,
     ) -> None:
         vllm = require("vllm", f"backend.rollout=vllm ({VLLM_PURPOSES['rollout']})")
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine: weight sync without a copy
@@ -172,7 +208,14 @@ class VLLMRollout:
         self.samples_trained_weights = False  # its own copy of the weights, in `dtype`
         self._llm = vllm.LLM(
             **engine_arguments(
-                model_path, revision, tokenizer, tensor_parallel, dtype, gpu_memory_utilization, max_model_len
+                model_path,
+                revision,
+                tokenizer,
+                tensor_parallel,
+                dtype,
+                gpu_memory_utilization,
+                max_model_len,
+                max_num_seqs,
             ),
             seed=seed,
             distributed_executor_backend=distributed_executor(os.environ) if distributed else None,
@@ -194,6 +237,8 @@ class VLLMRollout:
                 top_p=sampling.top_p,
                 max_tokens=sampling.max_new_tokens,
                 logprobs=0 if self._logprobs else None,
+                flat_logprobs=True,  # a few lists a response, not a Logprob object a token
+                detokenize=bool(self._rule.strings),  # text only where a stop string must be found in it
                 seed=request_seed(seed, i, n),
                 stop_token_ids=list(self._rule.token_ids),
                 stop=list(self._rule.strings),

@@ -32,8 +32,10 @@ a minute, then sends the request again; a server that answers with another model
 scoring (checked again after a reconnection); a longer row is refused before it is sent (PromptTooLongError), not
 answered with HTTP 400.
 
-Requests: rows go out in order, at most `batch_size` rows and `max_request_tokens` tokens a request (a longer row
-alone), and a request of n tokens may take `timeout_s + n / SLOWEST_TOKENS_PER_S` seconds: a large batch is
+Requests: rows go out in requests of at most `batch_size` rows and `max_request_tokens` tokens (a longer row
+alone), `concurrency` of them in flight at once (GROPD_TEACHER_CONCURRENCY, gropd/model/components.py: one request
+at a time left a data-parallel server's replicas idle while it prefilled), and the answers are put back in row
+order; a request of n tokens may take `timeout_s + n / SLOWEST_TOKENS_PER_S` seconds: a large batch is
 never one request that may legitimately outlast a fixed timeout, and a timeout resends only its own rows (vLLM
 cancels the request a client gave up on: `with_cancellation` on its completions route, vLLM 0.33.0). Transient
 failures (connection errors, timeouts, HTTP 429/500/502/503/504, a body cut short or not JSON) are retried with
@@ -48,10 +50,12 @@ from __future__ import annotations
 import http.client
 import json
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -235,15 +239,21 @@ class ServerTeacher:
         backoff_s: float,
         wait_s: float,
         context: int | None = None,
+        concurrency: int = 1,
     ) -> None:
         self.address, self.served_name = address, served_model_name(model, revision)
         self.batch_size, self.max_request_tokens, self.timeout_s = batch_size, max_request_tokens, timeout_s
-        self.wait_s, self.context = wait_s, context
+        self.wait_s, self.context, self.concurrency = wait_s, context, concurrency
         self._retry = {"max_retries": max_retries, "backoff_s": backoff_s}
+        self._connecting = threading.Lock()  # requests in flight that find the server gone reconnect one at a time
         self._connect(wait_s)
 
     def _connect(self, wait_s: float) -> None:
         """Wait for the server at its current address and check its card (its context holds our rows)."""
+        with self._connecting:
+            self._connect_now(wait_s)
+
+    def _connect_now(self, wait_s: float) -> None:
         self.base_url, card = wait_for_server(self.address, self.served_name, wait_s)
         self.max_model_len = card.get("max_model_len")
         if self.context is not None and self.max_model_len is not None and self.max_model_len < self.context:
@@ -265,13 +275,15 @@ class ServerTeacher:
                 f"the teacher server's context (max_model_len {self.max_model_len} - the 1 token vLLM generates)",
                 "backend.max_prompt_tokens above the longest teacher prompt (and the server's MAX_MODEL_LEN)",
             )
-        out: list[list[float]] = []
-        for rows in request_slices(lengths, self.batch_size, self.max_request_tokens):
+
+        def scored(rows: slice) -> list[list[float]]:
             prompts, responses = prompt_ids[rows], response_ids[rows]
             payload = completion_payload(self.served_name, [p + r for p, r in zip(prompts, responses, strict=True)])
-            body = self._complete(payload, sum(lengths[rows]))
-            out.extend(parse_completion_response(body, prompts, responses))
-        return out
+            return parse_completion_response(self._complete(payload, sum(lengths[rows])), prompts, responses)
+
+        slices = request_slices(lengths, self.batch_size, self.max_request_tokens)
+        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(slices)))) as pool:
+            return [row for answer in pool.map(scored, slices) for row in answer]  # map keeps the requests' order
 
     def _complete(self, payload: dict[str, Any], tokens: int) -> dict[str, Any]:
         """The server's answer to one request of `tokens` tokens (timed by its size); while the server is gone

@@ -11,7 +11,10 @@ vLLM computes these from the raw logits (its default `logprobs_mode="raw_logprob
 so temperature and top-p of the scoring request do not touch them.
 
 Like the rollout engine, it runs in-process and joins an accelerate world through
-`external_launcher`, one teacher engine per trainer process.
+`external_launcher`, one teacher engine per trainer process. It asks for what it reads (vLLM 0.33.0): no text
+(`detokenize=False`: no prompt position decoded), flat log-probs (`flat_logprobs=True`, read in place), and it
+captures no CUDA graph (`compilation_config={"cudagraph_mode": "NONE"}`, CompilationConfig parses the name): it only
+prefills, and vLLM replays its graphs for decode batches and prefills of at most 512 tokens.
 
 Memory and prefill batch (vLLM 0.33.0 source): on CUDA vLLM runs Model Runner V2 unless
 VLLM_USE_V2_MODEL_RUNNER=0 (`VllmConfig.use_v2_model_runner`, vllm/config/vllm.py: V2 wherever Triton
@@ -45,7 +48,7 @@ from typing import Any
 from gropd.model.fit import model_runner_v2
 from gropd.model.optional import VLLM_PURPOSES, require
 from gropd.model.rollout.base import require_within
-from gropd.model.rollout.vllm import distributed_executor, engine_arguments
+from gropd.model.rollout.vllm import distributed_executor, engine_arguments, flat_logprob, is_flat
 
 
 def _logprob_value(entry: Any) -> float:
@@ -77,6 +80,12 @@ def response_logprobs_from_prompt_logprobs(
             f"prompt_logprobs has {len(prompt_logprobs)} positions, expected "
             f"prompt_len + len(response_ids) = {expected}"
         )
+    if is_flat(prompt_logprobs):  # flat_logprobs=True (in-process engine): no dict built per position
+        values = [flat_logprob(prompt_logprobs, prompt_len + t, token) for t, token in enumerate(response_ids)]
+        if None in values:
+            t = values.index(None)
+            raise ValueError(f"prompt_logprobs[{prompt_len + t}] lacks the response token {response_ids[t]}")
+        return values
     out: list[float] = []
     for t, token in enumerate(response_ids):
         position = prompt_logprobs[prompt_len + t]
@@ -124,6 +133,7 @@ class VLLMTeacher:
                 model_path, revision, tokenizer, tensor_parallel, dtype, gpu_memory_utilization, max_model_len
             ),
             enable_prefix_caching=False,  # vLLM never reads the cache for prompt_logprobs requests
+            compilation_config={"cudagraph_mode": "NONE"},  # it only prefills: no decode graph is ever replayed
             **bounded,
             distributed_executor_backend=distributed_executor(os.environ),
         )
@@ -139,7 +149,9 @@ class VLLMTeacher:
                 f"the teacher engine's context (max_model_len {self._max_model_len} - the 1 token vLLM generates)",
                 "backend.max_prompt_tokens above the longest teacher prompt",
             )
-        params = self._vllm.SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0)
+        params = self._vllm.SamplingParams(
+            max_tokens=1, temperature=1.0, prompt_logprobs=0, flat_logprobs=True, detokenize=False
+        )
         requests = [
             self._vllm.inputs.TokensPrompt(prompt_token_ids=list(p) + list(r))
             for p, r in zip(prompt_ids, response_ids, strict=True)
