@@ -10,9 +10,11 @@ count ("2 of 3"); each value of a list is a group of its own. A group must appea
 numbers (an interval also as its mirror: "b − a" for "a − b"; a count word for word), and where its clause (text
 between ";", ", ", a table cell's "|", a sentence's end; a table row's first cell too) names pairings, on an artefact
 line naming one of them: so "0.897 on I4nothink" is read on Figure 1's I4nothink line, not anywhere. A number alone
-outside such a clause is only checked to be there (another number may equal it); an integer alone that names
-something (a claim, table, figure, round, seed) is not a result and is not read. The counts of runs round 7 states
-are counted from the runs themselves. Rounds 5 and 6 are read as before round 8: only their groups holding a
+outside such a clause is only checked to be there (another number may equal it), but a setting's n ("at 3 seeds":
+the artefacts' "n=3") and a collapse's step ("steps 82, 99": "at step 82") are read as the artefacts write them; an
+integer alone that names something (a claim, table, figure, round, seed) is not a result and is not read, but a
+verdict stated of a claim ("claim 6 reproduced") must be the claims page's. The counts of runs round 7 states are
+counted from the runs themselves. Rounds 5 and 6 are read as before round 8: only their groups holding a
 decimal or a percentage, by no clause's pairing.
 """
 
@@ -61,6 +63,13 @@ PAIRINGS = {  # how the prose names a pairing -> how the artefacts do
 PAIRING = re.compile(r"(?<![\w.])(I4nothink|I32nothink|B4→B1\.7|I4think|I32think)")
 CLAUSE_END = re.compile(r";|\||\n\n|\.(?=\s)|,(?= )(?![^\[]*\])")  # ";", a cell's "|", a sentence's end, ", "
 MODEL_ROW = re.compile(r"^\| tiny-([\w.]+) \| (\w+) \|")  # Table 6's row of a model: "| tiny-I4 | think |"
+VERDICT = re.compile(  # "claims 9a, 9b and 9c (what prevents the collapse) not reproduced", "Claim 4: not reproduced"
+    r"\b[Cc]laims? ((?:\d+′?[a-c]?)(?:(?:, | and )\d+′?[a-c]?)*)(?: \([^()]*\))?:?(?: is| are)?(?: now)? \**"
+    r"(not reproduced|reproduced|not tested)"
+)
+SUMMARY = re.compile(r"^\| (\d+′?[a-c]?)\. .* \| (not reproduced|reproduced|not tested) \|", re.M)  # the page's table
+SEEDS = re.compile(r" (?:paired )?seeds?\b(?! pairs)")  # "at 3 seeds": a setting's n, as the artefacts' "n=3"
+STEPS = re.compile(r"\bsteps? $")  # "(steps 82, 99, 92)": the steps at which runs collapsed ("collapsed at step 82")
 NAMES = re.compile(
     r"(?:claims?|Tables?|Figures?|rounds?|world-?|seeds?|questions|§|Avg@|model|family) ?$", re.I
 )  # "claim 6"
@@ -90,6 +99,17 @@ def groups(text: str) -> list[tuple[list[str], int]]:
         knob = KNOB.search(text[max(end, match.start() - 4) : match.start()])
         number = value(match.group(0))
         named = not current and NAMES.search(text[max(0, match.start() - 12) : match.start()]) is not None
+        if (
+            not current
+            and number.isdigit()
+            and (SEEDS.match(text, match.end()) or text.endswith("n = ", 0, match.start()))
+        ):
+            number = f"n={number}"
+        step = STEPS.search(text, max(0, match.start() - 7), match.start()) or (
+            found and gap in (",", "and") and found[-1][-1][0].startswith("step ")
+        )
+        if not current and number.isdigit() and step:
+            number = f"step {number}"
         current.append((f"{knob.group(1)}={number}" if knob and not current else number, match.start(), named))
         end = match.end()
     found += [current] if current else []
@@ -140,6 +160,10 @@ class Artefacts:
             f"{knob}={float(v)}" for path in out.glob("*.md") for knob, v in LABEL.findall(path.read_text())
         }
 
+    def named(self, where: frozenset[str]) -> list[str]:
+        """The artefacts' lines naming a pairing of `where` (all of them when it names none)."""
+        return [line for line, _ in self.lines if not where or any(p in line for p in where)]
+
     def consecutive(self, numbers: list[str], where: frozenset[str] = frozenset()) -> bool:
         """Whether `numbers` follow each other in an artefact; with pairings in `where`, on a line naming one."""
         n = len(numbers)
@@ -154,6 +178,9 @@ class Artefacts:
         or mirrored (an interval's b − a; a lone number's magnitude); a lone number outside such a clause may also be
         a configuration value or a share shown as a fraction; a setting's value ("λ=0.25") only the value of a
         setting the artefacts label."""
+        if len(numbers) == 1 and numbers[0].startswith(("n=", "step ")):  # a setting's n, a collapse's step
+            config = not where and numbers[0].startswith("step ") and numbers[0][5:] in self.config  # "at step 700"
+            return config or any(re.search(rf"\b{numbers[0]}(?!\d)", line) for line in self.named(where))
         if len(numbers) == 1 and "=" in numbers[0]:
             knob, number = numbers[0].split("=")
             return f"{knob}={float(number)}" in self.settings
@@ -260,6 +287,25 @@ def test_the_counts_of_runs_are_the_runs_counted(artefacts) -> None:
         if words.format(**found) not in " ".join((REPO / name).read_text().split())
     ]
     assert absent == [], "a count of the runs the prose does not state as counted:\n" + "\n".join(absent)
+
+
+def test_each_stated_verdict_is_the_claims_pages(artefacts) -> None:
+    """A verdict the prose states of a claim ("claim 6 reproduced", "claims 4 and 5 not reproduced") is the verdict
+    of the claims page built from the runs its section reports (sections of one results directory)."""
+    verdicts = dict(SUMMARY.findall((artefacts[("reference",)].sets[0].out / "claims.md").read_text()))
+    wrong = []
+    for name, start, end, runs, every in SECTIONS:
+        if not every or runs != ("reference",):
+            continue
+        text = (REPO / name).read_text()
+        first = text.index(start)
+        section = " ".join(text[first : text.index(end, first + len(start)) if end else len(text)].split())
+        for match in VERDICT.finditer(section):
+            claims = re.split(r", | and ", match.group(1))
+            wrong += [f"{name}: '{match.group(0)}': claim {c} is {verdicts.get(c)}" for c in claims
+                      if verdicts.get(c) != match.group(2)]  # fmt: skip
+    assert len(verdicts) > 10, verdicts
+    assert wrong == [], "\n".join(wrong)
 
 
 def test_a_group_changed_by_one_in_a_last_digit_is_caught(artefacts) -> None:
