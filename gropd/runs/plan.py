@@ -25,6 +25,7 @@ from gropd.numerics import NumericsError
 from gropd.record.run_dir import RunDir
 from gropd.record.run_lock import check_free
 from gropd.record.tracking import check_backends
+from gropd.runs.layout_guard import check_run_id
 from gropd.runs.lifecycle import changed_error, run_threads
 from gropd.runs.preflight import preflight
 from gropd.runs.session import Ranks
@@ -92,8 +93,9 @@ def plan_entry(
     grid entry."""
     run_file = run_file_path(manifests.root, profile, entry.run_id)
     if run_file_state(entry, run_file) in ("unchanged", "kept edited"):
-        return _plan(resolve_run_traced(run_file, profile, manifests, overrides), run_file, results_root)
-    return _plan(resolve_run_traced(None, profile, manifests, overrides, entry.values), None, results_root)
+        return _plan(resolve_run_traced(run_file, profile, manifests, overrides), run_file, results_root, manifests)
+    resolved = resolve_run_traced(None, profile, manifests, overrides, entry.values)
+    return _plan(resolved, None, results_root, manifests)
 
 
 def plan_run_id(manifests: Manifests, profile: str, run_id: str, overrides: list[str], results_root: Path) -> RunPlan:
@@ -101,12 +103,16 @@ def plan_run_id(manifests: Manifests, profile: str, run_id: str, overrides: list
     its grid entry (ConfigError when no grid has it)."""
     run_file = run_file_path(manifests.root, profile, run_id)
     if run_file.exists():
-        return _plan(resolve_run_traced(run_file, profile, manifests, overrides), run_file, results_root)
+        return _plan(resolve_run_traced(run_file, profile, manifests, overrides), run_file, results_root, manifests)
     return plan_entry(manifests, profile, grid_entry(run_id, manifests.root, run_file), overrides, results_root)
 
 
-def _plan(resolved: tuple[RunConfig, Origins], run_file: Path | None, results_root: Path) -> RunPlan:
+def _plan(
+    resolved: tuple[RunConfig, Origins], run_file: Path | None, results_root: Path, manifests: Manifests
+) -> RunPlan:
     config, origins = resolved
+    where = origins.get("run_id") or (str(run_file) if run_file else "grid entry")
+    check_run_id(config.run_id, manifests.profiles, results_root, where)  # before anything is written under it
     unthreaded = RunPlan(config, origins, run_file, RunDir.at(results_root, config.profile, config.run_id))
     return replace(unthreaded, config=run_threads(config, unthreaded.threads_on_purpose, results_root))
 
