@@ -99,7 +99,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
             state = states[index - 1] if args.dry_run else planned_state(config, args.results, manifests, args.force)
             print(f"[{index}/{len(configs)}] {config.run_id}: {state}", file=sys.stderr)
             if not args.dry_run:
-                execute(config, manifests, args.results, force=args.force)
+                execute(config, manifests, args.results, force=args.force, set_by=plans[index - 1].set_by)
     for reason, count in Counter(refused).items():  # each reason once, in order of first appearance
         print(f"would be refused ({count} of {len(configs)} runs): error: {reason}", file=sys.stderr)
     return 2 if refused else code
@@ -112,7 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if err := refusal(plan, planned_state(config, args.results, manifests, args.force), manifests):
         raise err
     find_run_file(manifests, args.profile, args.run_id)  # written from its grid if it does not exist yet
-    status = execute(config, manifests, args.results, force=args.force)
+    status = execute(config, manifests, args.results, force=args.force, set_by=plan.set_by)
     print(f"{config.run_id}: {status.get('status')}" + (f" ({status['reason']})" if status.get("reason") else ""))
     return 0
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gropd.config import ConfigError, Manifests, RunConfig, RunFileError
-from gropd.config.grids import IDENTITY_KEYS, RunEntry, grid_entry, run_file_path, run_file_state
+from gropd.config.grids import IDENTITY_KEYS, RunEntry, grid_entry, hand_edited, run_file_path, run_file_state
 from gropd.config.layering import Origins, parse_overrides
 from gropd.config.resolve import resolve_run_traced
 from gropd.model.fit import FitError
@@ -33,6 +33,7 @@ from gropd.runs.session import Ranks
 # the CLI exits 2
 REFUSED = (ConfigError, RunFileError, MissingDependencyError, FitError, GPUNotUsableError, NumericsError)
 RUN_IDENTITY = ("run_id", "profile", "grid", "seed", *IDENTITY_KEYS)  # what a run is; its plan fixes it
+EDITED_RUN_FILE = "edited run file "  # how status.json's `set_by` names a run file edited by hand (before its path)
 
 
 def check_overrides(overrides: list[str]) -> None:
@@ -74,6 +75,15 @@ class RunPlan:
     def origin(self, key: str) -> str | None:
         """The layer that set dotted `key` itself (None: no layer did)."""
         return self.origins.get(key)
+
+    @property
+    def set_by(self) -> dict[str, str]:
+        """Each dotted key the command line or the run's own hand-edited run file set, with which ("command line",
+        or EDITED_RUN_FILE and its path): recorded in status.json, so that a report names what made a run
+        depart from its grid's registered setting, whatever the run file says later."""
+        edited = str(self.run_file) if self.run_file is not None and hand_edited(self.run_file) else None
+        named = {"command line": "command line", edited: f"{EDITED_RUN_FILE}{edited}"}
+        return {key: named[origin] for key, origin in self.origins.items() if origin in named and origin}
 
     @property
     def threads_on_purpose(self) -> bool:
