@@ -52,7 +52,9 @@ def test_a_run_of_an_edited_run_file_is_its_own_row_named_by_the_file_and_in_no_
     label = f"[not the registered setting: train.steps=2, eval.questions=5, set by the edited run file {path}]"
     registered, other = sorted(rows, key=lambda row: label in row)
     assert len(rows) == 2 and "not the registered" not in registered and "30.00" not in registered
-    assert label in other and "30.00" in other
+    assert label in other and "30.00" in other and other.endswith("| 30.00 | — |")  # no Δ: compared with nothing
+    gropd_row = next(line for line in after["table1.md"].splitlines() if "I4think" in line and "GR-OPD" in line)
+    assert gropd_row.endswith("| +0.00 [+0.00, +0.00] (n=2), not resolved |")  # vs the registered seeds 1, 2 only
     assert "30.00" not in after["claims.md"] and "(n=1)" not in after["claims.md"]
     named = f"`{run_id}`: ran another setting than the registered one (train.steps=2, eval.questions=5"
     assert named in after["table1.md"] and named in after["claims.md"]
