@@ -82,8 +82,9 @@ class RunPlan:
         or EDITED_RUN_FILE and its path): recorded in status.json, so that a report names what made a run
         depart from its grid's registered setting, whatever the run file says later."""
         edited = str(self.run_file) if self.run_file is not None and hand_edited(self.run_file) else None
-        named = {"command line": "command line", edited: f"{EDITED_RUN_FILE}{edited}"}
-        return {key: named[origin] for key, origin in self.origins.items() if origin in named and origin}
+        named = {"command line": "command line"} | ({edited: f"{EDITED_RUN_FILE}{edited}"} if edited else {})
+        kept = [(key, named.get(origin)) for key, origin in self.origins.items() if key not in RUN_IDENTITY]
+        return {key: origin for key, origin in kept if origin}  # (RUN_IDENTITY: which run it is, not a setting)
 
     @property
     def threads_on_purpose(self) -> bool:
