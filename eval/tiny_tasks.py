@@ -31,6 +31,7 @@ as a header line ("132-93") before the second phase.
 from __future__ import annotations
 
 import functools
+import math
 import random
 import re
 
@@ -113,25 +114,46 @@ def eval_questions(task: str, n: int) -> list[dict]:
     return [_record(task, parse_operands(q), f"{task}-{i:04d}") for i, q in enumerate(_eval_pool(task)[:n])]
 
 
-# Tasks with few distinct questions: 90 x 90 ordered pairs, 90 choose 2 pairs, 900 x 8.
-_SMALL_SPACES = {"add": 90 * 90, "sub": 90 * 89 // 2, "mul": 900 * 8}
+@functools.cache
+def question_space(task: str) -> int:
+    """How many distinct questions `task` has (the operand ranges of the module docstring; distinct operands
+    make distinct question texts)."""
+    counts = {
+        "add": 90 * 90,  # ordered pairs
+        "sub": 90 * 89 // 2,  # a > b: pairs of distinct operands
+        "mul": 900 * 8,
+        "add3": 90**3,
+        "mixed": sum(min(99, a + b - 1) - 9 for a in range(10, 100) for b in range(10, 100)),  # c in [10, a+b-1]
+        "muladd": 90 * 8 * 90,
+    }
+    return counts[check_task(task)]
+
+
+def train_pool_size(task: str) -> int:
+    """How many training questions `task` has: its questions but its EVAL_POOL evaluation ones (sub has 3,005)."""
+    return question_space(task) - EVAL_POOL
 
 
 def train_questions(task: str, n: int, seed: int) -> list[dict]:
     """`n` unique training questions of `task` from `seed`, none of them an evaluation question.
 
-    Raises ValueError when the task has fewer than `n` such questions (sub has 3,005).
+    Raises ValueError when the task has fewer than `n` such questions (train_pool_size). The draws are bounded: past
+    space · (ln space + 30) of them (the coupon collector's tail, beyond e^-30 for a whole pool) it raises.
     """
     rng = random.Random(f"train-{task}-{seed}")
     held_out = set(_eval_pool(task))
-    space = _SMALL_SPACES.get(check_task(task))
-    if space is not None and n > space - len(held_out):
-        raise ValueError(f"train_questions: task {task!r} has only {space - len(held_out)} training questions")
+    if n > (size := train_pool_size(task)):
+        raise ValueError(f"train_questions: task {task!r} has only {size} training questions")
+    space = question_space(task)
     seen: dict[str, None] = {}
-    while len(seen) < n:
+    for _ in range(math.ceil(space * (math.log(space) + 30))):
+        if len(seen) == n:
+            break
         question = format_question(task, draw_operands(task, rng))
         if question not in held_out:
             seen[question] = None
+    if len(seen) < n:
+        raise RuntimeError(f"train_questions: {len(seen)} of {n} questions of {task!r} found within the draws' bound")
     return [_record(task, parse_operands(q), f"{task}-s{seed}-{i:05d}") for i, q in enumerate(seen)]
 
 

@@ -29,6 +29,7 @@ from gropd.config import ConfigError, Manifests, load_manifests
 from gropd.config.grids import grid_names
 from gropd.console import survive_a_closed_reader
 from gropd.runs.jobs import run_grid_jobs
+from gropd.runs.layout_guard import require_results_location
 from gropd.runs.lifecycle import run_state
 from gropd.runs.pipeline import execute, find_run_file, grid_entries, materialise, planned_state
 from gropd.runs.plan import REFUSED, check_overrides, plan_entry, plan_run_id, refusal
@@ -98,7 +99,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
             state = states[index - 1] if args.dry_run else planned_state(config, args.results, manifests, args.force)
             print(f"[{index}/{len(configs)}] {config.run_id}: {state}", file=sys.stderr)
             if not args.dry_run:
-                execute(config, manifests, args.results, force=args.force)
+                execute(config, manifests, args.results, force=args.force, set_by=plans[index - 1].set_by)
     for reason, count in Counter(refused).items():  # each reason once, in order of first appearance
         print(f"would be refused ({count} of {len(configs)} runs): error: {reason}", file=sys.stderr)
     return 2 if refused else code
@@ -111,7 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if err := refusal(plan, planned_state(config, args.results, manifests, args.force), manifests):
         raise err
     find_run_file(manifests, args.profile, args.run_id)  # written from its grid if it does not exist yet
-    status = execute(config, manifests, args.results, force=args.force)
+    status = execute(config, manifests, args.results, force=args.force, set_by=plan.set_by)
     print(f"{config.run_id}: {status.get('status')}" + (f" ({status['reason']})" if status.get("reason") else ""))
     return 0
 
@@ -192,17 +193,10 @@ def require_writable(directory: Path) -> None:
         raise ConfigError("command line", "--results", f"{existing} is not writable", "a directory you can write")
 
 
-READ_ONLY = "READ_ONLY"  # a results directory holding this file is read, never trained into (results/reference/)
-
-
 def require_trainable(results: Path) -> None:
-    """ConfigError (exit 2, nothing written) when `results` is a committed set (a READ_ONLY file in it: the runs
-    behind the README) or lies in paper_figures/ (the published artefacts): runs are made elsewhere and moved in
-    on purpose (deleting READ_ONLY is asking for it by name)."""
+    """ConfigError (exit 2, nothing written) when `results` lies in paper_figures/ (the published artefacts): runs
+    are made elsewhere and moved in on purpose (a committed set, READ_ONLY: layout_guard.require_results_location)."""
     where = results.absolute()
-    if (where / READ_ONLY).exists():
-        problem = f"{results} holds committed runs ({where / READ_ONLY}): reports read it, nothing trains into it"
-        raise ConfigError("command line", "--results", problem, "another results directory (default: results/)")
     if "paper_figures" in where.parts:
         problem = f"{results} is in paper_figures/, where the published artefacts live"
         raise ConfigError("command line", "--results", problem, "a results directory (default: results/)")
@@ -242,7 +236,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="gropd", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    top.add_argument("--results", type=Path, help="the results directory (default results/)")
+    top.add_argument("--results", help="the results directory (default results/)")
     sub = top.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--profile", choices=None, default=None, help="paper or tiny (default: paper with CUDA)")
@@ -299,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         parser().error(f"unrecognised arguments: {' '.join(bad)}")
     args.overrides = extra
-    args.results_given, args.results = args.results is not None, args.results or Path("results")
+    given = args.results
+    args.results_given, args.results = given is not None, Path(given or "results")
 
     handlers = {
         "runs": cmd_runs,
@@ -316,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
             from gropd.runs.evaluation import claim_shard
 
             args.shard = claim_shard(os.environ)  # before anything asks CUDA (default_profile does)
+        if given == "":  # Path("") is the working directory: runs would land among the repository's files
+            raise ConfigError("command line", "--results", "empty", "a results directory (default: results/)")
         if getattr(args, "profile", "x") is None:
             args.profile = default_profile()
         require_project_root()
@@ -326,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.results.exists() and not args.results.is_dir() and args.command != "report":  # (report: its own)
             raise ConfigError("command line", "--results", f"{str(args.results)!r} is a file", "a results directory")
         if args.command in ("run", "evaluate") or (args.command == "grid" and not args.dry_run):
+            require_results_location(args.results, args.profile)  # links followed: a committed set, the world, ...
             require_trainable(args.results)
             require_writable(args.results / args.profile)
         return handlers[args.command](args)

@@ -143,11 +143,20 @@ def run_file_state(entry: RunEntry, path: Path) -> str:
         return "absent"
     if not path.is_file():
         raise ConfigError(str(path), "", "is not a file", "a run file (YAML), or nothing there")
-    header, _, old_body = path.read_bytes().decode("utf-8", "replace").partition("\n")
-    old_digest = header.rsplit("body-sha256: ", 1)[-1].strip()
-    if _digest(old_body) != old_digest:
+    if hand_edited(path):
         return "kept edited"
-    return "unchanged" if old_digest == _digest(run_file_body(entry)) else "outdated"
+    return "unchanged" if _header_digest(path) == _digest(run_file_body(entry)) else "outdated"
+
+
+def _header_digest(path: Path) -> str:
+    return path.read_bytes().decode("utf-8", "replace").partition("\n")[0].rsplit("body-sha256: ", 1)[-1].strip()
+
+
+def hand_edited(path: Path) -> bool:
+    """Whether the run file at `path` is not as `grid` wrote it: its body no longer matches its header's digest
+    (a file of the user's own, without that header, is too)."""
+    body = path.read_bytes().decode("utf-8", "replace").partition("\n")[2]
+    return _digest(body) != _header_digest(path)
 
 
 def run_file_path(experiments_dir: Path, profile: str, run_id: str) -> Path:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from eval.suites import HubSource
-from eval.tiny_tasks import check_task
+from eval.tiny_tasks import TASKS, check_task, train_pool_size
 from gropd.credit import METHODS
 
 
@@ -60,6 +60,15 @@ class TinyPrompts(Strict):
             check_task(task)  # ValueError naming the valid ones
         return tasks
 
+    @model_validator(mode="after")
+    def _within_each_pool(self) -> TinyPrompts:
+        """per_task questions of each task (every task without `tasks`) exist: checked here, not by a run that
+        would fail, or draw forever, making its pool."""
+        for task in self.tasks or TASKS:
+            if self.per_task > (size := train_pool_size(task)):
+                raise ValueError(f"per_task={self.per_task}, but task {task!r} has only {size} training questions")
+        return self
+
 
 class PromptPool(Strict):
     """`source`: a TinyPrompts or a Hub record (eval.suites.HubSource), checked as one but kept as written (the
@@ -78,6 +87,8 @@ class PromptPool(Strict):
             model.model_validate(source)
         except ValidationError as err:
             first = err.errors()[0]
+            if not first["loc"]:  # a check of the whole source (TinyPrompts._within_each_pool): its own words
+                raise ValueError(f"source.{first['msg'].removeprefix('Value error, ')}") from None
             where = ".".join(["source", *map(str, first["loc"])])
             raise ValueError(f"{where}: {first['msg']} (got {first.get('input')!r})") from None
         return source

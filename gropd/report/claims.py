@@ -67,7 +67,8 @@ def lacking(ev: Evidence, claim: ClaimSettings, settings: list[Setting]) -> list
         home = next(run for grid in claim.grids for run in s.runs if run.grid == grid)
         command = f"python -m gropd.cli grid {home.grid} --seeds {PREFERRED_SEEDS} --profile {ev.profile}"
         ids, held = ev.seed_ids(home, PREFERRED_SEEDS), s.seeds()
-        absent = [run_id for seed, run_id in enumerate(ids) if seed not in held]
+        named = {run.run_id for run, _ in s.elsewhere}  # ran another setting: a Missing line of its own says so
+        absent = [run_id for seed, run_id in enumerate(ids) if seed not in held and run_id not in named]
         lines += [f"`{run_id}`: not run; a not-tested verdict needs it (`{command}`)" for run_id in absent]
     return lines
 

@@ -4,6 +4,8 @@ needs (Final, Trend, pressure) or the reason it has none, which `missing` alone 
 Runs are read through RunDir and must pass `RunDir.check`, the hash check `grid` applies, so an edited or broken
 file stops the report naming it; a run not started has the config its grid entry resolves to now. A *setting* is
 every run of one config apart from naming, seed, threads and numerics mode, in any grid (twins count once per seed).
+The registered setting of a grid entry is the entry resolved from the grids and the profile alone: experiments/runs/
+(files a user edits) never speaks for it, and a run whose run file or overrides changed it is labelled by what differs.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from eval.metrics import macro
-from gropd.config import ConfigError, load_manifests
+from gropd.config import ConfigError, load_manifests, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid
 from gropd.config.layering import dotted_to_nested, nested_to_dotted
 from gropd.credit import METHODS
@@ -27,7 +29,7 @@ from gropd.record.run_dir import DONE, RunDir
 from gropd.report.settings import ReportSettings
 from gropd.report.stats import Interval, paired
 from gropd.runs.lifecycle import settings_hash
-from gropd.runs.plan import plan_entry
+from gropd.runs.plan import EDITED_RUN_FILE
 
 SHOWN = set("kind grid pairing method model mode seed run_id".split())  # grid values a label shows otherwise (or never)
 SHOWN |= {key for record in METHODS.values() for key, _ in record.knobs}
@@ -253,12 +255,24 @@ def departures(recorded: dict[str, Any], registered: dict[str, Any] | None) -> t
     return tuple(f"{k}={num(v)}" for k, v in flat.items() if k in planned and planned[k] != v and not how(k))
 
 
+def edited_run_files(differs: tuple[str, ...], set_by: Any) -> tuple[str, ...]:
+    """'set by the edited run file <path>' for each edited run file that set one of the `key=value` departures
+    `differs`, as the run's status.json recorded who set its keys (`set_by`: dotted key -> origin; () without it)."""
+    if not isinstance(set_by, dict):
+        return ()
+    origins = [set_by.get(item.split("=", 1)[0]) for item in differs]
+    files = dict.fromkeys(o for o in origins if isinstance(o, str) and o.startswith(EDITED_RUN_FILE))
+    return tuple(f"set by the {origin}" for origin in files)
+
+
 @dataclass
 class Setting:
     """The runs of one setting (same config but naming, seed, threads and numerics mode), in the order read."""
 
     runs: list[Run]
     departures: tuple[str, ...] = ()  # how it differs from its grid entry's registered setting (none: it is that one)
+    elsewhere: list[tuple[Run, str]] = field(default_factory=list)  # runs of a grid's own seed of this registered
+    # setting that ran another one (each with how it differs): named in this setting's Missing lines, never counted
 
     config = property(lambda self: self.runs[0].config)
     registered = property(lambda self: not self.departures)
@@ -295,9 +309,15 @@ class Setting:
         return dict(sorted(best.items()))
 
     def collect(self, value) -> tuple[dict[int, Any], list[str]]:
-        """Per seed `value(run)` where it is not a reason (str), and the missing lines of the others."""
+        """Per seed `value(run)` where it is not a reason (str), and the missing lines of the others (and of the
+        seeds whose run ran another setting: `elsewhere`)."""
         results = {seed: (run, value(run)) for seed, run in self.seeds().items()}
         lines = [missing(run, result) for run, result in results.values() if isinstance(result, str)]
+        lines += [
+            missing(run, f"ran another setting than the registered one ({differs}); it is not counted here")
+            for run, differs in self.elsewhere
+            if run.seed not in results
+        ]
         return {seed: result for seed, (_, result) in results.items() if not isinstance(result, str)}, lines
 
 
@@ -325,7 +345,7 @@ class Evidence:
 
     def _read(self, grid: str) -> list[Run]:
         spec = load_grid(grid, self.experiments_dir)
-        own = set(spec.get("seeds", [0]))
+        own = set(self.own_seeds(grid))
         tails = [p.name.rsplit("__seed", 1)[1] for p in self.profile_results.glob(f"{grid}__*__seed*")]
         runs = []
         for entry in expand_grid(spec, sorted(own | {int(tail) for tail in tails if tail.isdigit()})):
@@ -339,10 +359,10 @@ class Evidence:
         status = run_dir.read_status()
         if status is None:
             try:
-                config = plan_entry(self.manifests, self.profile, entry, [], self.results_root).config
+                config = self.resolve(entry)
             except ConfigError as err:  # a grid entry this profile cannot run: its own values label it
                 return Run(entry, path, None, dotted_to_nested(entry.values), unresolved=str(err))
-            return Run(entry, path, None, config.model_dump(mode="json"))
+            return Run(entry, path, None, config)
         run_dir.check(status)
         config, summary, metrics = run_dir.read_config(), run_dir.read_summary(), run_dir.read_metrics()
         horizon = run_dir.read_horizon()
@@ -357,20 +377,38 @@ class Evidence:
             for run in self.runs(grid):
                 believed = run.config if not run.broken else self.registered(run) or run.config  # (a broken record
                 groups.setdefault(setting_key(believed), []).append(run)  # counts where its grid entry puts it)
-        return [Setting(runs, self.departures(runs)) for runs in groups.values()]
+        settings = {key: Setting(runs, self.departures(runs)) for key, runs in groups.items()}
+        for s in [s for s in settings.values() if s.departures]:
+            for run in s.runs:  # a grid's own seed run otherwise: its registered setting names it
+                home = settings.get(setting_key(self.registered(run) or run.config))
+                if home is not None and home is not s and run.seed in self.own_seeds(run.grid):
+                    home.elsewhere.append((run, ", ".join(s.departures)))
+        return list(settings.values())
+
+    def own_seeds(self, grid: str) -> list[int]:
+        """The seeds a grid names itself (not `--seeds N`'s extra ones)."""
+        return list(load_grid(grid, self.experiments_dir).get("seeds", [0]))
 
     def departures(self, runs: list[Run]) -> tuple[str, ...]:
-        """How the setting of `runs` differs from their grid entry's registered one (a broken record says nothing)."""
+        """How the setting of `runs` differs from their grid entry's registered one (a broken record says nothing),
+        each edited run file that set a difference named after them (status.json's `set_by`)."""
         sound = [run for run in runs if not run.broken]
-        return departures(sound[0].config, self.registered(sound[0])) if sound else ()
+        if not sound:
+            return ()
+        differs = departures(sound[0].config, self.registered(sound[0]))
+        return differs + edited_run_files(differs, (sound[0].status or {}).get("set_by"))
+
+    def resolve(self, entry: RunEntry) -> dict[str, Any]:
+        """The registered config of a grid entry: the entry resolved from the grids and the profile alone, without
+        overrides and without its run file (experiments/runs/ is the user's to edit: it never changes what a grid
+        registered). ConfigError where it does not resolve in this profile."""
+        return resolve_run(None, self.profile, self.manifests, [], entry.values).model_dump(mode="json")
 
     def registered(self, run: Run) -> dict[str, Any] | None:
-        """The registered config of the run's grid entry: the entry resolved without overrides (None where it no
-        longer resolves in this profile)."""
+        """The registered config of the run's grid entry (resolve; None where it no longer resolves in this
+        profile)."""
         try:
-            return plan_entry(self.manifests, self.profile, run.entry, [], self.results_root).config.model_dump(
-                mode="json"
-            )
+            return self.resolve(run.entry)
         except ConfigError:
             return None
 
@@ -383,7 +421,9 @@ class Evidence:
         asked = grids or grid_names(self.experiments_dir)
         runs = [run for grid in asked for run in self.runs(grid)]
         found = {id(s): s for s in map(self.setting_of, runs)}.values()
-        return [Setting(sorted(s.runs, key=lambda run: run.grid not in asked), s.departures) for s in found]
+        return [
+            Setting(sorted(s.runs, key=lambda run: run.grid not in asked), s.departures, s.elsewhere) for s in found
+        ]
 
     def title(self, pairing: str) -> str:
         return str((self.manifests.pairings.get(pairing) or {}).get("title", pairing))

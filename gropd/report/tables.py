@@ -87,8 +87,8 @@ def table1(ev: Evidence) -> Artefact:
 
     rows = []
     for i, s in enumerate(settings):
-        same = {o.method: j for j, o in reversed(list(enumerate(settings))) if o.pairing == s.pairing}
-        ref = {m: same.get(m) for m in (PROPOSED, BASELINE)}
+        same = {o.method: j for j, o in reversed(list(enumerate(settings))) if o.pairing == s.pairing and o.registered}
+        ref = {m: same.get(m) if s.registered else None for m in (PROPOSED, BASELINE)}  # registered rows compared only
         (values, collapsed), rival = found[i], ref[BASELINE if s.record and s.record.role == "proposed" else PROPOSED]
         row = [*Cell.texts(ev.title(s.pairing), s.label), seeds_cell(len(values), collapsed)]
         for column, interval in enumerate(versus(i, rival if compared(s) else None)):

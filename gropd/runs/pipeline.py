@@ -62,12 +62,15 @@ def load_run(manifests: Manifests, profile: str, run_id: str, overrides: list[st
     return resolve_run(find_run_file(manifests, profile, run_id), profile, manifests, overrides)
 
 
-def open_run_dir(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> None:
+def open_run_dir(
+    config: RunConfig, manifests: Manifests, run_dir: RunDir, set_by: dict[str, str] | None = None
+) -> None:
     """Write the run's config (its directory made with it); a run without a status.json gets its first one
-    (identity, status running, step 0)."""
+    (identity, who set its keys: `set_by`, status running, step 0)."""
     run_dir.write_config(config_yaml(config))
     if run_dir.read_status() is None:
-        run_dir.update_status(**identity(config, manifests), status="running", reason=None, step=0, collapse_step=None)
+        fields = identity(config, manifests) | {"set_by": set_by or {}}
+        run_dir.update_status(**fields, status="running", reason=None, step=0, collapse_step=None)
 
 
 def planned_state(config: RunConfig, results_root: Path, manifests: Manifests, force: bool = False) -> str:
@@ -80,9 +83,16 @@ def planned_state(config: RunConfig, results_root: Path, manifests: Manifests, f
     return f"new (results of {twin.root.name})" if twin is not None else state
 
 
-def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: bool = False) -> dict[str, Any]:
+def execute(
+    config: RunConfig,
+    manifests: Manifests,
+    results_root: Path,
+    force: bool = False,
+    set_by: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Bring one run to `finished` or `collapsed`; returns its status. `force` deletes the run's
-    directory first, unread (so it also redoes a run whose files are broken).
+    directory first, unread (so it also redoes a run whose files are broken). `set_by` (RunPlan.set_by: the keys
+    the command line or an edited run file set) goes into a new run's status.json.
 
     Launched as several ranks (`accelerate launch`), every rank decides from the same reading of the
     run's files (all read, then meet, before rank 0 writes anything), every rank trains, only rank 0
@@ -100,11 +110,17 @@ def execute(config: RunConfig, manifests: Manifests, results_root: Path, force: 
     with hold_run(root, held=ranks.main):  # one writer per run (gropd/record/run_lock.py), before anything
         if ranks.main:
             refuse_live_owner(RunDir(root))  # a writer whose lock file was deleted still holds the run
-        return _execute(config, manifests, results_root, force, ranks, root)
+        return _execute(config, manifests, results_root, force, ranks, root, set_by or {})
 
 
 def _execute(
-    config: RunConfig, manifests: Manifests, results_root: Path, force: bool, ranks: Ranks, root: Path
+    config: RunConfig,
+    manifests: Manifests,
+    results_root: Path,
+    force: bool,
+    ranks: Ranks,
+    root: Path,
+    set_by: dict[str, str],
 ) -> dict[str, Any]:
     if force and ranks.main:
         shutil.rmtree(root, ignore_errors=True)
@@ -122,11 +138,12 @@ def _execute(
         print(
             f"[{config.run_id}] same settings as finished run {twin.root.name}: its results are copied", file=sys.stderr
         )
-        status = copy_twin(twin, run_dir, config, identity(config, manifests)) if ranks.main else {}
+        fields = identity(config, manifests) | {"set_by": set_by}  # its own, not the twin's
+        status = copy_twin(twin, run_dir, config, fields) if ranks.main else {}
         ranks.meet()
         return run_dir.read_status() or status
     if ranks.main:
-        open_run_dir(config, manifests, run_dir)
+        open_run_dir(config, manifests, run_dir, set_by)
     ranks.meet()
     with run_session(run_dir, main=ranks.main, backend=config.backend) as status:
         if config.kind == "train" and status["status"] == "running":

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gropd.config import ConfigError, Manifests, RunConfig, RunFileError
-from gropd.config.grids import IDENTITY_KEYS, RunEntry, grid_entry, run_file_path, run_file_state
+from gropd.config.grids import IDENTITY_KEYS, RunEntry, grid_entry, hand_edited, run_file_path, run_file_state
 from gropd.config.layering import Origins, parse_overrides
 from gropd.config.resolve import resolve_run_traced
 from gropd.model.fit import FitError
@@ -25,6 +25,7 @@ from gropd.numerics import NumericsError
 from gropd.record.run_dir import RunDir
 from gropd.record.run_lock import check_free
 from gropd.record.tracking import check_backends
+from gropd.runs.layout_guard import check_run_id
 from gropd.runs.lifecycle import changed_error, run_threads
 from gropd.runs.preflight import preflight
 from gropd.runs.session import Ranks
@@ -32,6 +33,7 @@ from gropd.runs.session import Ranks
 # the CLI exits 2
 REFUSED = (ConfigError, RunFileError, MissingDependencyError, FitError, GPUNotUsableError, NumericsError)
 RUN_IDENTITY = ("run_id", "profile", "grid", "seed", *IDENTITY_KEYS)  # what a run is; its plan fixes it
+EDITED_RUN_FILE = "edited run file "  # how status.json's `set_by` names a run file edited by hand (before its path)
 
 
 def check_overrides(overrides: list[str]) -> None:
@@ -75,6 +77,16 @@ class RunPlan:
         return self.origins.get(key)
 
     @property
+    def set_by(self) -> dict[str, str]:
+        """Each dotted key the command line or the run's own hand-edited run file set, with which ("command line",
+        or EDITED_RUN_FILE and its path): recorded in status.json, so that a report names what made a run
+        depart from its grid's registered setting, whatever the run file says later."""
+        edited = str(self.run_file) if self.run_file is not None and hand_edited(self.run_file) else None
+        named = {"command line": "command line"} | ({edited: f"{EDITED_RUN_FILE}{edited}"} if edited else {})
+        kept = [(key, named.get(origin)) for key, origin in self.origins.items() if key not in RUN_IDENTITY]
+        return {key: origin for key, origin in kept if origin}  # (RUN_IDENTITY: which run it is, not a setting)
+
+    @property
     def threads_on_purpose(self) -> bool:
         """backend.threads set on the command line or in the run's own file (the thread rule: it always wins)."""
         return self.origin("backend.threads") in ("command line", str(self.run_file) if self.run_file else None)
@@ -92,8 +104,9 @@ def plan_entry(
     grid entry."""
     run_file = run_file_path(manifests.root, profile, entry.run_id)
     if run_file_state(entry, run_file) in ("unchanged", "kept edited"):
-        return _plan(resolve_run_traced(run_file, profile, manifests, overrides), run_file, results_root)
-    return _plan(resolve_run_traced(None, profile, manifests, overrides, entry.values), None, results_root)
+        return _plan(resolve_run_traced(run_file, profile, manifests, overrides), run_file, results_root, manifests)
+    resolved = resolve_run_traced(None, profile, manifests, overrides, entry.values)
+    return _plan(resolved, None, results_root, manifests)
 
 
 def plan_run_id(manifests: Manifests, profile: str, run_id: str, overrides: list[str], results_root: Path) -> RunPlan:
@@ -101,12 +114,16 @@ def plan_run_id(manifests: Manifests, profile: str, run_id: str, overrides: list
     its grid entry (ConfigError when no grid has it)."""
     run_file = run_file_path(manifests.root, profile, run_id)
     if run_file.exists():
-        return _plan(resolve_run_traced(run_file, profile, manifests, overrides), run_file, results_root)
+        return _plan(resolve_run_traced(run_file, profile, manifests, overrides), run_file, results_root, manifests)
     return plan_entry(manifests, profile, grid_entry(run_id, manifests.root, run_file), overrides, results_root)
 
 
-def _plan(resolved: tuple[RunConfig, Origins], run_file: Path | None, results_root: Path) -> RunPlan:
+def _plan(
+    resolved: tuple[RunConfig, Origins], run_file: Path | None, results_root: Path, manifests: Manifests
+) -> RunPlan:
     config, origins = resolved
+    where = origins.get("run_id") or (str(run_file) if run_file else "grid entry")
+    check_run_id(config.run_id, manifests.profiles, results_root, where)  # before anything is written under it
     unthreaded = RunPlan(config, origins, run_file, RunDir.at(results_root, config.profile, config.run_id))
     return replace(unthreaded, config=run_threads(config, unthreaded.threads_on_purpose, results_root))
 

@@ -381,7 +381,7 @@ def collapse_reason(history: list[dict[str, Any]], rule: CollapseRule) -> str | 
     for key in FINITE_KEYS + tuple(key for key in FINITE_IF_PRESENT if key in last):
         value = last.get(key)
         if value is None or not math.isfinite(value):  # None: NaN, as metrics records write it
-            return f"non-finite {key} ({value}) at step {last['step']}"
+            return f"non-finite {key} ({'nan' if value is None else value}) at step {last['step']}"
     rewards, window = [record["verifier_reward"] for record in history], rule.reward_window
     averages = [sum(rewards[i - window : i]) / window for i in range(window, len(rewards) + 1)]
     if averages and averages[0] > 0:

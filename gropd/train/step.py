@@ -451,13 +451,19 @@ def dump_rollout(rollout: Rollout, path: Path, rewards: list[float], group_size:
     atomic_write_with(path, lambda tmp: torch.save(record, tmp))
 
 
+def shown(value: Any, spec: str) -> str:
+    """A progress-line number in format `spec`; "nan" for a value a record holds as None (NaN: a collapse to come)."""
+    return "nan" if value is None else format(value, spec)
+
+
 def print_progress(run_id: str, record: dict[str, Any], total: int, started: float, first_step: int) -> None:
     done = record["step"] - first_step + 1
     eta = (time.perf_counter() - started) / done * (total - record["step"])
+    number = lambda key, spec: shown(record.get(key), spec)  # noqa: E731
     print(
-        f"[{run_id}] step {record['step']}/{total} reward {record['verifier_reward']:.3f} "
-        f"len {record['mean_response_len']:.1f} loss {record['loss']:+.4f} |f| {record['mean_abs_feedback']:.3f} "
-        f"ETA {eta:.0f}s",
+        f"[{run_id}] step {record['step']}/{total} reward {number('verifier_reward', '.3f')} "
+        f"len {number('mean_response_len', '.1f')} loss {number('loss', '+.4f')} "
+        f"|f| {number('mean_abs_feedback', '.3f')} ETA {eta:.0f}s",
         file=sys.stderr,
         flush=True,
     )
