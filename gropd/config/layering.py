@@ -93,7 +93,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             flat[key] = load_yaml(raw) if raw != "" else ""
         except yaml.YAMLError as err:
             problem = getattr(err, "problem", None) or err
-            raise ConfigError("command line", key, f"value {raw!r} is not valid YAML ({problem})") from None
+            shown = repr(raw) if len(raw) <= 60 else f"{raw[:30]!r}... ({len(raw):,} characters)"
+            raise ConfigError("command line", key, f"value {shown} is not valid YAML ({problem})") from None
     return flat
 
 
