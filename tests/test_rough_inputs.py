@@ -3,7 +3,9 @@ answered with a one-line error, or with the right behaviour, never a traceback o
 
 from __future__ import annotations
 
+import json
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from test_front_door import clone
 from tiny_runs import REPO
 
 from gropd import cli
+from gropd.runs.session import is_alive
 
 RUN = "table1__I4nothink-I1.7nothink__gropd"
 OTHER = "table1__I4nothink-I1.7nothink__opd"
@@ -76,3 +79,46 @@ def test_an_integer_over_4300_digits_in_a_run_file_names_the_file(root: Path, co
     assert cli.main(COMMANDS[command]) == 2
     err = capsys.readouterr().err
     assert err == f"error: {expected}\n"
+
+
+# --- a hand-edited status.json ---------------------------------------------------------------------------
+
+EDITS = [
+    ({"wall_s": float("inf")}, "wall_s inf is not a wall time (expected a finite number of seconds >= 0)"),
+    ({"wall_s": float("nan")}, "wall_s nan is not a wall time (expected a finite number of seconds >= 0)"),
+    ({"wall_s": -3}, "wall_s -3 is not a wall time (expected a finite number of seconds >= 0)"),
+    ({"pid": 10**20}, f"pid {10**20} is not a process id (expected an integer from 1 to {2**31 - 1})"),
+    ({"pid": -1}, f"pid -1 is not a process id (expected an integer from 1 to {2**31 - 1})"),
+    ({"pid": 0}, f"pid 0 is not a process id (expected an integer from 1 to {2**31 - 1})"),
+    ({"pid": True}, f"pid True is not a process id (expected an integer from 1 to {2**31 - 1})"),
+]
+
+
+@pytest.mark.parametrize(("edit", "problem"), EDITS, ids=[str(e) for e, _ in EDITS])
+def test_a_hand_edited_status_json_is_one_broken_row(root: Path, edit: dict, problem: str, capsys) -> None:
+    """json.dumps writes inf/nan as Infinity/NaN, as a hand edit would; a running record of this host with pid
+    -1 or 0 was "running" (kill(-1, 0) and kill(0, 0) succeed)."""
+    paths = committed(root, RUN, OTHER)
+    status = json.loads(paths[RUN].read_text())
+    status.update(edit, status="running", host=socket.gethostname())
+    paths[RUN].write_text(json.dumps(status))
+    table = status_table(capsys)
+    assert table[RUN].split()[1] == "broken" and f"results/tiny/{RUN}/status.json: {problem}; delete" in table[RUN]
+    assert table[OTHER].split()[1] == "finished"
+    assert cli.main(["run", RUN, "--profile", "tiny"]) == 2  # (grid and run refuse it the same way)
+    assert f"error: results/tiny/{RUN}/status.json: {problem}" in capsys.readouterr().err
+
+
+def test_a_directory_for_summary_json_is_one_broken_row(root: Path, capsys) -> None:
+    summary = committed(root, RUN, OTHER)[RUN].parent / "eval" / "summary.json"
+    summary.unlink()
+    summary.mkdir()
+    table = status_table(capsys)
+    assert table[RUN].split()[1] == "broken"
+    assert f"results/tiny/{RUN}/eval/summary.json: cannot be read (Is a directory); delete" in table[RUN]
+    assert table[OTHER].split()[1] == "finished"
+
+
+@pytest.mark.parametrize("pid", [-1, 0, 10**20])
+def test_a_pid_that_is_no_process_is_not_alive(pid: int) -> None:
+    assert not is_alive({"pid": pid, "host": socket.gethostname(), "status": "running"})

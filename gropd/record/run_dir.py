@@ -15,6 +15,7 @@ crash): it is dropped, with a note on stderr.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from pathlib import Path
@@ -53,11 +54,29 @@ def seal(directory: Path) -> None:
 
 
 def _read_json(path: Path, remedy: str) -> Any:
-    text = read_text(path, remedy)
+    try:
+        text = read_text(path, remedy)
+    except OSError as exc:  # a directory in its place, no read permission, ...
+        raise RunFileError(str(path), f"cannot be read ({exc.strerror or exc})", remedy) from None
     try:
         return json.loads(text)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # (JSONDecodeError, or an integer too long for int())
         raise RunFileError(str(path), "empty" if not text.strip() else f"not valid JSON ({exc})", remedy) from None
+
+
+MAX_PID = 2**31 - 1  # pid_t is a 32-bit signed integer (Linux's own pid_max is at most 2**22)
+
+
+def session_problem(status: dict[str, Any]) -> str | None:
+    """What is wrong with the session fields of a status.json, None when nothing: `pid` a process id (1 to MAX_PID),
+    `wall_s` a finite number of seconds >= 0, as gropd/runs/session.py writes them (a hand edit can make them
+    anything JSON allows: Infinity, NaN, 10**20, -1)."""
+    pid, wall = status.get("pid"), status.get("wall_s")
+    if pid is not None and (type(pid) is not int or not 0 < pid <= MAX_PID):
+        return f"pid {pid!r} is not a process id (expected an integer from 1 to {MAX_PID})"
+    if wall is not None and (type(wall) not in (int, float) or not math.isfinite(wall) or wall < 0):
+        return f"wall_s {wall!r} is not a wall time (expected a finite number of seconds >= 0)"
+    return None
 
 
 class RunDir:
@@ -106,6 +125,8 @@ class RunDir:
             raise RunFileError(str(self.status_path), problem, self.remedy)
         if not isinstance(status.get("config_hash"), str):
             raise RunFileError(str(self.status_path), "no config_hash", self.remedy)
+        if problem := session_problem(status):
+            raise RunFileError(str(self.status_path), problem, self.remedy)
         return status
 
     def update_status(self, **fields: Any) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from typing import Any
 
 from gropd.config.errors import RunFileError
 from gropd.config.schema import BackendSettings
-from gropd.record.run_dir import RunDir
+from gropd.record.run_dir import MAX_PID, RunDir
 from gropd.record.run_lock import RunBusyError, RunLostError, held_by_parent
 
 STALE_AFTER_S = 30 * 60
@@ -142,8 +142,8 @@ def refuse_live_owner(run_dir: RunDir) -> None:
 def is_alive(status: dict[str, Any], now: float | None = None) -> bool:
     """Whether the session recorded in `status` is still working on the run (rule in the module docstring)."""
     pid, host = status.get("pid"), status.get("host")
-    if not isinstance(pid, int) or not isinstance(host, str):
-        return False
+    if not isinstance(pid, int) or not 0 < pid <= MAX_PID or not isinstance(host, str):
+        return False  # (kill(0) and kill(-1) signal groups of processes: they prove nothing about a run)
     if host == socket.gethostname():
         try:
             os.kill(pid, 0)

@@ -18,6 +18,7 @@ Nothing is written and no model is loaded, so it can run in another terminal dur
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,11 +58,20 @@ def status_rows(manifests: Manifests, profile: str, results_root: Path, override
                 raise
             rows.append(StatusRow(entry.run_id, "broken", reason=str(err)))
             continue
-        rows.append(run_row(RunDir.at(results_root, profile, entry.run_id), config, manifests))
+        rows.append(row_or_broken(RunDir.at(results_root, profile, entry.run_id), config, manifests))
     profile_dir = results_root / profile
     others = sorted(p for p in profile_dir.glob("*/status.json") if p.parent.name not in seen)
-    rows += [run_row(RunDir(path.parent), None, None) for path in others]
+    rows += [row_or_broken(RunDir(path.parent), None, None) for path in others]
     return rows
+
+
+def row_or_broken(run_dir: RunDir, config: RunConfig | None, manifests: Manifests | None) -> StatusRow:
+    """run_row, or a broken row naming what went wrong: no file of one run, however edited, stops the table."""
+    try:
+        return run_row(run_dir, config, manifests)
+    except Exception as err:
+        reason = str(err) if isinstance(err, RunFileError) else f"{run_dir.root}: {type(err).__name__}: {err}"
+        return StatusRow(run_dir.root.name, "broken", reason=reason)
 
 
 def run_row(run_dir: RunDir, config: RunConfig | None, manifests: Manifests | None) -> StatusRow:
@@ -131,7 +141,9 @@ def _number(value: Any, digits: int) -> str:
 
 
 def format_seconds(seconds: float) -> str:
-    """45s, 12m05s, 3h02m."""
+    """45s, 12m05s, 3h02m ("?" for a time that is not a finite number)."""
+    if not math.isfinite(seconds):
+        return "?"
     seconds = int(round(seconds))
     if seconds < 60:
         return f"{seconds}s"
