@@ -9,7 +9,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from test_front_door import clone
+from test_front_door import cli_refused, clone
 from tiny_runs import REPO
 
 from gropd import cli
@@ -79,6 +79,17 @@ def test_an_integer_over_4300_digits_in_a_run_file_names_the_file(root: Path, co
     assert cli.main(COMMANDS[command]) == 2
     err = capsys.readouterr().err
     assert err == f"error: {expected}\n"
+
+
+# --- a thread count no machine has ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["run", "grid"])
+def test_a_thread_count_past_1024_is_refused_before_anything(root: Path, command: str, capsys) -> None:
+    """(100000 passed the front door; torch took it and OpenBLAS died of it, rc 139, status left "running".)"""
+    err = cli_refused(root, [*COMMANDS[command], "backend.threads=100000"], capsys)
+    assert err == "error: command line: backend.threads: Input should be less than or equal to 1024 (got 100000)\n"
+    assert cli.main(["grid", "table1", "--profile", "tiny", "--dry-run", "backend.threads=1024"]) == 0
 
 
 # --- a hand-edited status.json ---------------------------------------------------------------------------

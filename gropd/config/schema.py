@@ -191,6 +191,10 @@ class PromptSettings(Strict):
     instruction: str
 
 
+MAX_THREADS = 1024  # backend.threads: more than the hardware threads of the largest CPU node; 100000 is a typo that
+# torch takes and OpenBLAS dies of (rc 139) once the run starts
+
+
 class BackendSettings(Strict):
     """Engines, devices and precision. `dtype` is the compute dtype: the trained student keeps float32
     master weights and optimiser state whatever it is (bf16 autocast, or FSDP2's bf16 parameters for
@@ -201,7 +205,7 @@ class BackendSettings(Strict):
     teacher_url: str | None = None  # http://host:port of `vllm serve`; not in the config hash (where, not what)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     dtype: Literal["float32", "bfloat16"] = "bfloat16"
-    threads: int | None = Field(default=None, ge=1)
+    threads: int | None = Field(default=None, ge=1, le=MAX_THREADS)
     numerics: Literal["portable", "native"] = "native"  # CPU code paths (gropd/numerics.py); portable: any x86-64
     tensor_parallel: int = Field(ge=1, default=1)
     gradient_checkpointing: bool = False
