@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,8 @@ from test_front_door import cli_refused, clone
 from tiny_runs import REPO
 
 from gropd import cli
-from gropd.runs.session import is_alive
+from gropd.record.run_dir import RunDir
+from gropd.runs.session import STALE_AFTER_S, is_alive
 
 RUN = "table1__I4nothink-I1.7nothink__gropd"
 OTHER = "table1__I4nothink-I1.7nothink__opd"
@@ -133,3 +136,49 @@ def test_a_directory_for_summary_json_is_one_broken_row(root: Path, capsys) -> N
 @pytest.mark.parametrize("pid", [-1, 0, 10**20])
 def test_a_pid_that_is_no_process_is_not_alive(pid: int) -> None:
     assert not is_alive({"pid": pid, "host": socket.gethostname(), "status": "running"})
+
+
+# --- `updated` carries its zone ------------------------------------------------------------------------------
+
+ZONES = ["UTC", "America/Los_Angeles", "Asia/Kolkata"]
+
+
+@pytest.fixture
+def zone(monkeypatch: pytest.MonkeyPatch):
+    """Set this process's time zone: zone("America/Los_Angeles"); put back after the test."""
+
+    def set_zone(name: str) -> None:
+        monkeypatch.setenv("TZ", name)
+        time.tzset()
+
+    yield set_zone
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.parametrize("writer", ZONES)
+def test_whether_another_hosts_run_is_alive_does_not_depend_on_the_readers_zone(tmp_path: Path, zone, writer) -> None:
+    """A run dead 8.5 h showed "running" under America/Los_Angeles (the record was local time without a zone)."""
+    zone(writer)
+    run_dir = RunDir(tmp_path / "run")
+    status = run_dir.update_status(status="running", config_hash="0" * 16, pid=1, host=socket.gethostname() + "-x")
+    written = datetime.fromisoformat(status["updated"])
+    assert written.utcoffset() == timedelta(0) and status["updated"].endswith("+00:00")
+    assert abs(written.timestamp() - time.time()) < 5
+    now = time.time()
+    for reader in ZONES:
+        zone(reader)
+        assert is_alive(status, now)
+        assert is_alive(status, now + STALE_AFTER_S - 60)
+        assert not is_alive(status, now + 8.5 * 3600)
+
+
+def test_an_updated_without_a_zone_is_read_as_the_readers_local_time(zone) -> None:
+    """Records written before `updated` had a zone: the writer's local time, which is unknown; read as the reader's."""
+    when = datetime(2026, 7, 1, 12, 0, 0)  # noon, no zone
+    other_host = {"pid": 1, "host": socket.gethostname() + "-x", "updated": when.isoformat()}
+    for reader, offset_h in (("UTC", 0), ("America/Los_Angeles", -7), ("Asia/Kolkata", 5.5)):  # (July: PDT)
+        zone(reader)
+        read = datetime(2026, 7, 1, 12, 0, 0, tzinfo=UTC).timestamp() - offset_h * 3600
+        assert is_alive(other_host, read + STALE_AFTER_S - 1) and not is_alive(other_host, read + STALE_AFTER_S + 1)
+    assert not is_alive({**other_host, "updated": "yesterday"}, time.time())

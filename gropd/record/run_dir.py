@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,22 @@ def _read_json(path: Path, remedy: str) -> Any:
         return json.loads(text)
     except ValueError as exc:  # (JSONDecodeError, or an integer too long for int())
         raise RunFileError(str(path), "empty" if not text.strip() else f"not valid JSON ({exc})", remedy) from None
+
+
+def now_utc() -> str:
+    """This moment as status.json's `updated` records it: ISO 8601 in UTC, with its offset (2026-12-05T20:12:07+00:00),
+    so a reader on another host, in another zone, reads the same moment (updated_timestamp)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def updated_timestamp(updated: Any) -> float | None:
+    """The POSIX time of status.json's `updated` (None when it is not an ISO 8601 time). A record without a zone
+    (written before `updated` carried one: the writer's local time, which no reader can know) is read as this
+    process's local time, as it was then."""
+    try:
+        return datetime.fromisoformat(updated).timestamp()
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 MAX_PID = 2**31 - 1  # pid_t is a 32-bit signed integer (Linux's own pid_max is at most 2**22)
@@ -131,7 +147,7 @@ class RunDir:
 
     def update_status(self, **fields: Any) -> dict[str, Any]:
         """Merge `fields` into status.json (atomically) and return the new status."""
-        status = {**(self.read_status() or {}), **fields, "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        status = {**(self.read_status() or {}), **fields, "updated": now_utc()}
         atomic_write_json(self.status_path, status)
         return status
 
