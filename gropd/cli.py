@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -338,6 +339,25 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"interrupted: gropd {args.command} stopped (a run it was on is resumable)", file=sys.stderr)
         return 130
+    except Exception as err:
+        if (failure := failed_write(err)) is None:
+            raise
+        free = (
+            f", {shutil.disk_usage(args.results).free / 2**20:,.0f} MiB free there now" if args.results.is_dir() else ""
+        )
+        where = f"a write under {args.results}/ failed{free} ({failure})"
+        print(f"error: {where}: make room and run it again (a run resumes from its last checkpoint)", file=sys.stderr)
+        return 1
+
+
+def failed_write(err: Exception) -> str | None:
+    """`Type: message` of a library's failed write (a full disk, a quota), None for any other exception: safetensors
+    and torch.save say so only in their text (SafetensorError "Error while serializing: I/O error: ...", torch's
+    RuntimeError from its zip writer, inline_container.cc), not as an OSError."""
+    text = str(err)
+    serializing = type(err).__name__ == "SafetensorError" and text.startswith("Error while serializing")
+    zip_writer = isinstance(err, RuntimeError) and "inline_container.cc" in text and "StreamReader" not in text
+    return f"{type(err).__name__}: {text}" if serializing or zip_writer else None
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from test_front_door import cli_refused, clone
-from tiny_runs import REPO
+from tiny_runs import FAST, REPO, project
 
 from gropd import cli
 from gropd.record.run_dir import RunDir
@@ -182,3 +182,40 @@ def test_an_updated_without_a_zone_is_read_as_the_readers_local_time(zone) -> No
         read = datetime(2026, 7, 1, 12, 0, 0, tzinfo=UTC).timestamp() - offset_h * 3600
         assert is_alive(other_host, read + STALE_AFTER_S - 1) and not is_alive(other_host, read + STALE_AFTER_S + 1)
     assert not is_alive({**other_host, "updated": "yesterday"}, time.time())
+
+
+# --- a full disk -------------------------------------------------------------------------------------------
+
+DISK_FULL = "Error while serializing: I/O error: No space left on device (os error 28)"  # (safetensors' own words)
+
+
+def test_a_full_disk_while_saving_a_checkpoint_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Faked where every safetensors write goes through (accelerate's save_state, save_pretrained); the run is
+    recorded failed, and resumes once there is room."""
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    def full(*args, **kwargs):
+        raise SafetensorError(DISK_FULL)
+
+    monkeypatch.chdir(project(tmp_path))  # (native numerics: this process trains)
+    monkeypatch.setattr(safetensors.torch, "serialize_file", full)
+    capsys.readouterr()
+    assert cli.main(["run", RUN, "--profile", "tiny", *FAST, "train.steps=1"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if line.startswith(("error", "Traceback"))] == [err[-1]]
+    assert err[-1].startswith("error: a write under results/ failed, ") and "MiB free there now" in err[-1]
+    assert err[-1].endswith(
+        f"(SafetensorError: {DISK_FULL}): make room and run it again (a run resumes from its last checkpoint)"
+    )
+    status = json.loads((Path("results") / "tiny" / RUN / "status.json").read_text())
+    assert (status["status"], status["reason"]) == ("failed", f"SafetensorError: {DISK_FULL}")
+
+
+def test_only_a_librarys_failed_write_is_taken_for_one() -> None:
+    zip_writer = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534")  # (torch.save)
+    assert cli.failed_write(zip_writer) == f"RuntimeError: {zip_writer}"
+    assert (
+        cli.failed_write(RuntimeError("PytorchStreamReader failed reading zip archive (inline_container.cc)")) is None
+    )
+    assert cli.failed_write(RuntimeError("boom")) is None
