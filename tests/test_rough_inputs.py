@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_front_door import cli_refused, clone
+from test_front_door import cli_refused, clone, tree
 from tiny_runs import FAST, REPO, project
+from tree_snapshot import changes
 
 from gropd import cli
 from gropd.record.run_dir import RunDir
@@ -219,3 +220,23 @@ def test_only_a_librarys_failed_write_is_taken_for_one() -> None:
         cli.failed_write(RuntimeError("PytorchStreamReader failed reading zip archive (inline_container.cc)")) is None
     )
     assert cli.failed_write(RuntimeError("boom")) is None
+
+
+# --- a dry run reads only ------------------------------------------------------------------------------------
+
+
+def test_a_dry_run_writes_nothing_under_locks_and_still_sees_a_held_lock(root: Path, capsys) -> None:
+    """A results directory where runs were made has lock files; `grid --dry-run` wrote .locks/.flock-probe there
+    (and failed on a read-only copy: "Read-only file system")."""
+    from filelock import FileLock
+
+    committed(root, *(path.name for path in REFERENCE.glob("table1__*")))
+    locks = root / "results" / "tiny" / ".locks"
+    locks.mkdir()
+    (locks / f"{RUN}.lock").touch()
+    before = tree(root)
+    assert cli.main(["grid", "table1", "--profile", "tiny", "--dry-run"]) == 0
+    assert changes(before, tree(root)) == []
+    with FileLock(locks / f"{RUN}.lock", timeout=0):  # another writer holds the run now
+        err = cli_refused(root, ["grid", "table1", "--profile", "tiny", "--dry-run"], capsys)
+    assert f"would be refused (1 of 10 runs): error: results/tiny/{RUN}: run: run tiny/{RUN} is being written by" in err
