@@ -240,3 +240,33 @@ def test_a_dry_run_writes_nothing_under_locks_and_still_sees_a_held_lock(root: P
     with FileLock(locks / f"{RUN}.lock", timeout=0):  # another writer holds the run now
         err = cli_refused(root, ["grid", "table1", "--profile", "tiny", "--dry-run"], capsys)
     assert f"would be refused (1 of 10 runs): error: results/tiny/{RUN}: run: run tiny/{RUN} is being written by" in err
+
+
+# --- stray run directories -----------------------------------------------------------------------------------
+
+
+def test_stray_seed_directories_are_ignored_with_a_note_never_a_row(root: Path, capsys) -> None:
+    """`<run>__seed²` (a copy of a run) made every report a traceback; an empty `<run>__seed99999999999` added a
+    0-seed row to table1.md. Both are named on stderr and the artefacts are byte for byte those without them."""
+    committed(root, *(path.name for path in REFERENCE.iterdir() if path.is_dir()))
+    argv = ["report", "table1", "claims", "--profile", "tiny"]
+    assert cli.main(argv) == 0
+    built = {name: (root / "paper_figures" / "tiny" / name).read_bytes() for name in ("table1.md", "claims.md")}
+    strays = [root / "results" / "tiny" / f"{RUN}__seed{tail}" for tail in ("²", "99999999999", "007")]
+    for stray in strays:
+        shutil.copytree(root / "results" / "tiny" / RUN, stray)
+    (strays[1] / "status.json").unlink()  # (its other files: a directory no run wrote)
+    capsys.readouterr()
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert {name: (root / "paper_figures" / "tiny" / name).read_bytes() for name in built} == built
+    for stray, why in zip(
+        strays,
+        [
+            "'²' is not a seed (expected a whole number >= 1 in plain digits)",
+            "no status.json in it: no run wrote it",
+            "'007' is not a seed (expected a whole number >= 1 in plain digits)",
+        ],
+        strict=True,
+    ):
+        assert err.count(f"note: results/tiny/{stray.name}: not a run of grid table1 ({why}); ignored\n") == 1

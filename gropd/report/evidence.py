@@ -24,6 +24,7 @@ from gropd.config.layering import dotted_to_nested, nested_to_dotted
 from gropd.credit import METHODS
 from gropd.horizon import horizon_grid
 from gropd.record.run_dir import DONE, RunDir
+from gropd.report.seed_dirs import seeds_on_disk
 from gropd.report.settings import ReportSettings
 from gropd.report.stats import Interval, paired
 from gropd.runs.lifecycle import settings_hash
@@ -312,9 +313,8 @@ class Evidence:
     def _read(self, grid: str) -> list[Run]:
         spec = load_grid(grid, self.experiments_dir)
         own = set(spec.get("seeds", [0]))
-        tails = [p.name.rsplit("__seed", 1)[1] for p in self.profile_results.glob(f"{grid}__*__seed*")]
         runs = []
-        for entry in expand_grid(spec, sorted(own | {int(tail) for tail in tails if tail.isdigit()})):
+        for entry in expand_grid(spec, sorted(own | seeds_on_disk(self.profile_results, grid, own))):
             path = self.profile_results / entry.run_id
             if entry.values["seed"] in own or path.is_dir():
                 runs.append(self._read_run(entry, path))
