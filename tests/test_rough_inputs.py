@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 from test_front_door import cli_refused, clone, tree
 from tiny_runs import FAST, REPO, project
 from tree_snapshot import changes
@@ -270,3 +271,38 @@ def test_stray_seed_directories_are_ignored_with_a_note_never_a_row(root: Path, 
         strict=True,
     ):
         assert err.count(f"note: results/tiny/{stray.name}: not a run of grid table1 ({why}); ignored\n") == 1
+
+
+# --- a broken record behind its twin ----------------------------------------------------------------------------
+
+CUT = "table1__I32nothink-I1.7nothink__gropd"  # the committed run its twins in lambda, gamma and scale copied
+
+
+def test_a_cut_short_record_is_named_even_where_its_twin_counts_for_its_seed(root: Path) -> None:
+    """table1.md, claims.md and the page counted n = 3 (the twin's seed 0) and never named the broken record."""
+    committed(root, *(path.name for path in REFERENCE.iterdir() if path.is_dir()))
+    out = root / "paper_figures" / "tiny"
+    names = ("table1.md", "claims.md", "index.html")
+    assert cli.main(["report", "table1", "claims", "--profile", "tiny"]) == 0
+    before = {name: (out / name).read_text().splitlines() for name in names}
+    metrics = root / "results" / "tiny" / CUT / "metrics.jsonl"
+    metrics.write_text("".join(metrics.read_text().splitlines(keepends=True)[:50]))  # steps 1..50 of 100
+    assert cli.main(["report", "table1", "claims", "--profile", "tiny"]) == 0
+    after = {name: (out / name).read_text().splitlines() for name in names}
+
+    added = [line for line in after["table1.md"] if line not in before["table1.md"]]
+    assert [line for line in before["table1.md"] if line not in after["table1.md"]] == []  # every row as it was
+    prefix = f"- `{CUT}`: broken record: metrics.jsonl ends at step 50, but status.json at step 100 (cut short?); "
+    assert len(added) == 1 and added[0].startswith(prefix + "seed 0 is counted from its twin `"), added
+    twin = added[0].removeprefix(prefix + "seed 0 is counted from its twin `").removesuffix("`")
+    config = {
+        name: yaml.safe_load((root / "results" / "tiny" / name / "config.yaml").read_text()) for name in (CUT, twin)
+    }
+    for run in config.values():
+        del run["run_id"], run["grid"]
+    assert twin != CUT and config[twin] == config[CUT]
+    assert json.loads((root / "results" / "tiny" / twin / "status.json").read_text())["status"] == "finished"
+    assert any(line.startswith(prefix) for line in after["claims.md"])
+    assert any(
+        f"<code>{CUT}</code>: broken record: metrics.jsonl ends at step 50" in line for line in after["index.html"]
+    )

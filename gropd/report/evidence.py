@@ -288,7 +288,18 @@ class Setting:
         """Per seed `value(run)` where it is not a reason (str), and the missing lines of the others."""
         results = {seed: (run, value(run)) for seed, run in self.seeds().items()}
         lines = [missing(run, result) for run, result in results.values() if isinstance(result, str)]
+        lines += self.hidden_broken()
         return {seed: result for seed, (_, result) in results.items() if not isinstance(result, str)}, lines
+
+    def hidden_broken(self) -> list[str]:
+        """A Missing line for each broken record whose seed a twin speaks for (seeds() prefers the twin): the seed is
+        counted from the twin, and the broken record is named as `status` names it, never passed over."""
+        chosen = self.seeds()
+        return [
+            missing(run, f"{run.describe()}; seed {run.seed} is counted from its twin `{chosen[run.seed].run_id}`")
+            for run in self.runs
+            if run.state == "broken" and chosen.get(run.seed) is not run
+        ]
 
 
 class Evidence:
