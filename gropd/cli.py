@@ -57,6 +57,7 @@ def _seeds(count: int | None) -> list[int] | None:
 def cmd_runs(args: argparse.Namespace) -> int:
     """List every run of the grids with its state, then write their run files (kept when edited): only
     once every run resolves, so a bad profile, seed count or run file writes nothing."""
+    require_once(args.grid or [], "--grid")
     manifests = _manifests(args.profile)
     entries = grid_entries(manifests, args.grid or grid_names(EXPERIMENTS), _seeds(args.seeds))
     plans = [plan_entry(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
@@ -69,6 +70,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_grid(args: argparse.Namespace) -> int:
     """Resolve and check every run (and its results/) first; a dry run lists them and what would be refused
     (exit 2 if any); a real one writes the run files and runs them, or stops at the first refusal."""
+    require_once(args.grids, "grid")
     manifests = _manifests(args.profile)
     entries = grid_entries(manifests, args.grids, _seeds(args.seeds))
     plans = [plan_entry(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
@@ -103,6 +105,14 @@ def cmd_grid(args: argparse.Namespace) -> int:
     for reason, count in Counter(refused).items():  # each reason once, in order of first appearance
         print(f"would be refused ({count} of {len(configs)} runs): error: {reason}", file=sys.stderr)
     return 2 if refused else code
+
+
+def require_once(grids: list[str], flag: str) -> None:
+    """ConfigError (exit 2) when a grid is named twice: its runs would be planned twice and started by two writers
+    (the second refused by the first's lock, exit 1 though every run finished)."""
+    if repeated := [name for name, count in Counter(grids).items() if count > 1]:
+        problem = f"{', '.join(map(repr, repeated))} named more than once"
+        raise ConfigError("command line", flag, problem, "each grid once")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

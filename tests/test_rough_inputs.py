@@ -306,3 +306,32 @@ def test_a_cut_short_record_is_named_even_where_its_twin_counts_for_its_seed(roo
     assert any(
         f"<code>{CUT}</code>: broken record: metrics.jsonl ends at step 50" in line for line in after["index.html"]
     )
+
+
+# --- a grid or a task named twice --------------------------------------------------------------------------------
+
+TWICE = [
+    (
+        ["grid", "table1", "table1", "--profile", "tiny"],
+        "grid: 'table1' named more than once (expected each grid once)",
+    ),
+    (
+        ["grid", "table1", "lambda", "table1", "--profile", "tiny", "--dry-run"],
+        "grid: 'table1' named more than once (expected each grid once)",
+    ),
+    (
+        ["runs", "--grid", "lambda", "--grid", "lambda", "--profile", "tiny"],
+        "--grid: 'lambda' named more than once (expected each grid once)",
+    ),
+    (
+        ["run", RUN, "--profile", "tiny", "train.prompts.source.tasks=[add, sub, add]"],
+        "train.prompts.source: source.tasks: each task once (named more than once: add) (got ['add', 'sub', 'add'])",
+    ),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), TWICE, ids=[" ".join(a[:3]) for a, _ in TWICE])
+def test_a_grid_or_task_named_twice_is_refused(root: Path, argv: list[str], message: str, capsys) -> None:
+    """`grid mini mini` planned every run twice and started two writers (exit 1 though the runs finished); a task
+    named twice doubled it in the training pool, where a suite named twice was refused."""
+    assert cli_refused(root, argv, capsys) == f"error: command line: {message}\n"

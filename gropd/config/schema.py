@@ -60,6 +60,15 @@ class TinyPrompts(Strict):
             check_task(task)  # ValueError naming the valid ones
         return tasks
 
+    @field_validator("tasks")
+    @classmethod
+    def _each_task_once(cls, tasks: list[str] | None) -> list[str] | None:
+        """A task named twice would put its questions in the pool twice: refused, as a suite named twice is."""
+        repeated = sorted({name for name in tasks or [] if tasks.count(name) > 1})
+        if repeated:
+            raise ValueError(f"each task once (named more than once: {', '.join(repeated)})")
+        return tasks
+
 
 class PromptPool(Strict):
     """`source`: a TinyPrompts or a Hub record (eval.suites.HubSource), checked as one but kept as written (the
@@ -79,7 +88,9 @@ class PromptPool(Strict):
         except ValidationError as err:
             first = err.errors()[0]
             where = ".".join(["source", *map(str, first["loc"])])
-            raise ValueError(f"{where}: {first['msg']} (got {first.get('input')!r})") from None
+            raise ValueError(
+                f"{where}: {first['msg'].removeprefix('Value error, ')} (got {first.get('input')!r})"
+            ) from None
         return source
 
 
