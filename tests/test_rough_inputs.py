@@ -335,3 +335,28 @@ def test_a_grid_or_task_named_twice_is_refused(root: Path, argv: list[str], mess
     """`grid mini mini` planned every run twice and started two writers (exit 1 though the runs finished); a task
     named twice doubled it in the training pool, where a suite named twice was refused."""
     assert cli_refused(root, argv, capsys) == f"error: command line: {message}\n"
+
+
+# --- a key read nowhere -------------------------------------------------------------------------------------------
+
+SPLIT = (
+    "not supported: the key is read nowhere (only 'train' is accepted; a hub source's split is "
+    "train.prompts.source.split)"
+)
+
+
+def test_train_prompts_split_other_than_train_is_refused(root: Path, capsys) -> None:
+    """It was accepted, changed nothing but the config hash, and so marked every run "changed"."""
+    committed(root, RUN)
+    err = cli_refused(root, ["run", RUN, "--profile", "tiny", "train.prompts.split=test"], capsys)
+    assert err == f"error: command line: train.prompts.split: {SPLIT} (got 'test')\n"
+    assert cli.main(["status", "--profile", "tiny", "train.prompts.split=test"]) == 2
+    path = root / "experiments" / "runs" / "tiny" / f"{RUN}.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        f"run_id: {RUN}\npairing: I4nothink-I1.7nothink\nmethod: gropd\ntrain: {{prompts: {{split: test}}}}\n"
+    )
+    err = cli_refused(root, ["run", RUN, "--profile", "tiny"], capsys)
+    assert err == f"error: experiments/runs/tiny/{RUN}.yaml: train.prompts.split: {SPLIT} (got 'test')\n"
+    path.unlink()
+    assert status_table(capsys)[RUN].split()[1] == "finished"  # its default, "train", keeps the recorded hash

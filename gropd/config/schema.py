@@ -74,8 +74,20 @@ class PromptPool(Strict):
     """`source`: a TinyPrompts or a Hub record (eval.suites.HubSource), checked as one but kept as written (the
     config hash reads it as given)."""
 
-    split: str = "train"
+    split: str = "train"  # read nowhere (a hub source names its own split: source.split); kept, always "train", as
+    # every recorded config holds it in its hash
     source: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("split")
+    @classmethod
+    def _unsupported_split(cls, split: str) -> str:
+        """Any split but "train" is refused: it would change the config hash and nothing else."""
+        if split != "train":
+            raise ValueError(
+                "not supported: the key is read nowhere (only 'train' is accepted; a hub source's split is "
+                "train.prompts.source.split)"
+            )
+        return split
 
     @field_validator("source")
     @classmethod
