@@ -360,3 +360,28 @@ def test_train_prompts_split_other_than_train_is_refused(root: Path, capsys) -> 
     assert err == f"error: experiments/runs/tiny/{RUN}.yaml: train.prompts.split: {SPLIT} (got 'test')\n"
     path.unlink()
     assert status_table(capsys)[RUN].split()[1] == "finished"  # its default, "train", keeps the recorded hash
+
+
+# --- entries a profile cannot run -------------------------------------------------------------------------------
+
+
+def test_status_says_which_runs_are_not_in_the_paper_profile(root: Path, capsys) -> None:
+    """The fullkl baselines need a transformers teacher, the paper profile's is vLLM's: "broken" said their files
+    were at fault. One that ran there anyway (a status.json) is still broken."""
+    grid = yaml.safe_load((root / "experiments" / "grids" / "baselines.yaml").read_text())
+    fullkl = {f"baselines__{pairing}__fullkl" for pairing in grid["matrix"]["pairing"]}
+    capsys.readouterr()
+    assert cli.main(["status", "--profile", "paper"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line for line in out[2:-1]}
+    assert {run_id for run_id, line in rows.items() if "not in this profile" in line} == fullkl
+    assert all(
+        f"{run_id}{' ' * 4}" in rows[run_id] and "method fullkl (expected hf" in rows[run_id] for run_id in fullkl
+    )
+    assert out[-1] == f"{len(rows)} runs: {len(fullkl)} not in this profile, {len(rows) - len(fullkl)} new"
+    ran = sorted(fullkl)[0]
+    (root / "results" / "paper" / ran).mkdir(parents=True)
+    (root / "results" / "paper" / ran / "status.json").write_text("{}")
+    assert cli.main(["status", "--profile", "paper"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(ran + " "))
+    assert line.split()[1] == "broken"
