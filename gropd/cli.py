@@ -214,9 +214,15 @@ def require_trainable(results: Path) -> None:
     if (where / READ_ONLY).exists():
         problem = f"{results} holds committed runs ({where / READ_ONLY}): reports read it, nothing trains into it"
         raise ConfigError("command line", "--results", problem, "another results directory (default: results/)")
-    if "paper_figures" in where.parts:
+    if in_paper_figures(results):
         problem = f"{results} is in paper_figures/, where the published artefacts live"
         raise ConfigError("command line", "--results", problem, "a results directory (default: results/)")
+
+
+def in_paper_figures(results: Path) -> bool:
+    """Whether `results` (links followed) is the project's own paper_figures/ or under it: a folder of that name
+    elsewhere is any other folder."""
+    return results.resolve().is_relative_to(Path("paper_figures").resolve())
 
 
 def require_project_root() -> None:

@@ -385,3 +385,21 @@ def test_status_says_which_runs_are_not_in_the_paper_profile(root: Path, capsys)
     assert cli.main(["status", "--profile", "paper"]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(ran + " "))
     assert line.split()[1] == "broken"
+
+
+# --- paper_figures/ is the project's -------------------------------------------------------------------------------
+
+
+def test_only_the_projects_own_paper_figures_is_refused_as_results(root: Path, tmp_path_factory, capsys) -> None:
+    """A scratch folder `<anywhere>/paper_figures/res` was refused as "in paper_figures/"."""
+    elsewhere = tmp_path_factory.mktemp("scratch") / "paper_figures" / "res"
+    (root / "linked").symlink_to(root / "paper_figures")
+    for results in ("paper_figures/res", "paper_figures", "linked/res"):
+        err = cli_refused(root, ["--results", results, "run", RUN, "--profile", "tiny"], capsys)
+        assert err == (
+            f"error: command line: --results: {results} is in paper_figures/, where the published artefacts live "
+            "(expected a results directory (default: results/))\n"
+        )
+    nosuch = "table1__nosuch__gropd"  # refused by its run id, after --results passed
+    err = cli_refused(root, ["--results", str(elsewhere), "run", nosuch, "--profile", "tiny"], capsys)
+    assert err.startswith(f"error: experiments/runs/tiny/{nosuch}.yaml: run_id: no run")
