@@ -29,6 +29,7 @@ from pathlib import Path
 from gropd.config import ConfigError, Manifests, load_manifests
 from gropd.config.grids import grid_names
 from gropd.console import survive_a_closed_reader
+from gropd.record.run_dir import RunDir
 from gropd.runs.jobs import run_grid_jobs
 from gropd.runs.lifecycle import run_state
 from gropd.runs.pipeline import execute, find_run_file, grid_entries, materialise, planned_state
@@ -137,12 +138,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         given = " ".join(args.overrides)
         raise ConfigError("command line", "--recorded", f"given with {given}", "the recorded config alone")
     if args.recorded:
+        require_started(args.results, args.profile, args.run_id)
         config = recorded_config(args.results, args.profile, args.run_id)
     else:
         config = plan_run_id(manifests, args.profile, args.run_id, args.overrides, args.results).config
     status = evaluate(config, manifests, args.results, args.shard)
     print(f"{config.run_id}: {status.get('status')}")
     return 0
+
+
+def require_started(results: Path, profile: str, run_id: str) -> None:
+    """ConfigError (exit 2) when the run has no directory under results/<profile>/: it has not run, so there is no
+    recorded config to evaluate (and no directory to delete)."""
+    run_dir = RunDir.at(results, profile, run_id)
+    if not run_dir.root.is_dir():
+        problem = f"run {run_id} has not run under {results / profile}/ (no {run_dir.root}/, so no recorded config)"
+        expected = f"a run that trained: `python -m gropd.cli run {run_id} --profile {profile}` trains and evaluates it"
+        raise ConfigError("command line", "--recorded", problem, expected)
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -403,3 +403,19 @@ def test_only_the_projects_own_paper_figures_is_refused_as_results(root: Path, t
     nosuch = "table1__nosuch__gropd"  # refused by its run id, after --results passed
     err = cli_refused(root, ["--results", str(elsewhere), "run", nosuch, "--profile", "tiny"], capsys)
     assert err.startswith(f"error: experiments/runs/tiny/{nosuch}.yaml: run_id: no run")
+
+
+# --- evaluating a run that never ran ----------------------------------------------------------------------------
+
+
+def test_evaluate_recorded_of_a_run_that_never_ran_says_so(root: Path, capsys) -> None:
+    """It said to delete results/tiny/<run>, a directory that did not exist."""
+    err = cli_refused(root, ["evaluate", RUN, "--profile", "tiny", "--recorded"], capsys)
+    assert err == (
+        f"error: command line: --recorded: run {RUN} has not run under results/tiny/ (no results/tiny/{RUN}/, so no "
+        f"recorded config) (expected a run that trained: `python -m gropd.cli run {RUN} --profile tiny` trains and "
+        "evaluates it)\n"
+    )
+    (root / "results" / "tiny" / RUN).mkdir()  # a directory without its config.yaml: that one is named
+    err = cli_refused(root, ["evaluate", RUN, "--profile", "tiny", "--recorded"], capsys)
+    assert err.startswith(f"error: results/tiny/{RUN}/config.yaml: missing; delete results/tiny/{RUN} and run it again")
