@@ -30,6 +30,7 @@ from gropd.config import ConfigError, Manifests, load_manifests
 from gropd.config.grids import grid_names
 from gropd.console import survive_a_closed_reader
 from gropd.record.run_dir import RunDir
+from gropd.report.names import ARTEFACT_NAMES
 from gropd.runs.jobs import run_grid_jobs
 from gropd.runs.lifecycle import run_state
 from gropd.runs.pipeline import execute, find_run_file, grid_entries, materialise, planned_state
@@ -267,33 +268,52 @@ def _seed_count(text: str) -> int:
     return int(text)
 
 
+OVERRIDES = """key.path=value ...
+  after the other arguments: overrides of the resolved run config, any key of experiments/train.yaml and the
+  profiles (train.steps=5 gropd.lam=0.3 'eval.suites=[add]'); values are YAML; a bad one is refused before
+  anything is written."""
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="gropd", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     top.add_argument("--results", type=Path, help="the results directory (default results/)")
     sub = top.add_subparsers(dest="command", required=True)
+    profiles = ", ".join(sorted(path.stem for path in (EXPERIMENTS / "profiles").glob("*.yaml"))) or "paper, tiny"
+    grids = ", ".join(grid_names(EXPERIMENTS)) or "see experiments/grids/"
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--profile", choices=None, default=None, help="paper or tiny (default: paper with CUDA)")
-    runs = sub.add_parser("runs", parents=[common], help="expand grids into run files and list runs with their state")
-    runs.add_argument("--grid", action="append")
+    common.add_argument("--profile", default=None, help=f"one of {profiles} (default: paper where CUDA is, else tiny)")
+    with_overrides = {"parents": [common], "epilog": OVERRIDES, "formatter_class": argparse.RawDescriptionHelpFormatter}
+    runs = sub.add_parser("runs", **with_overrides, help="expand grids into run files and list runs with their state")
+    runs.add_argument("--grid", action="append", help=f"a grid ({grids}); repeat for more (default: all)")
     runs.add_argument("--seeds", type=_seed_count, help="seeds 0..N-1 instead of the grids' own")
-    grid = sub.add_parser("grid", parents=[common], help="run every run of one or more grids")
-    grid.add_argument("grids", nargs="+")
+    grid = sub.add_parser("grid", **with_overrides, help="run every run of one or more grids")
+    grid.add_argument("grids", nargs="+", help=f"grid names: {grids}")
     grid.add_argument("--seeds", type=_seed_count, help="seeds 0..N-1 instead of the grid's own")
     grid.add_argument("--jobs", type=_positive, default=1, help="runs at once, each its own process (default 1)")
-    grid.add_argument("--dry-run", action="store_true")
-    grid.add_argument("--force", action="store_true")
-    run = sub.add_parser("run", parents=[common], help="run one run id (train if needed, then evaluate)")
-    run.add_argument("run_id")
-    run.add_argument("--force", action="store_true")
-    evaluate = sub.add_parser("evaluate", parents=[common], help="evaluate a trained run (a shard per process)")
-    evaluate.add_argument("run_id")
+    grid.add_argument("--dry-run", action="store_true", help="list the runs and what would be refused; write nothing")
+    grid.add_argument("--force", action="store_true", help="start every run afresh (its directory deleted first)")
+    run = sub.add_parser("run", **with_overrides, help="run one run id (train if needed, then evaluate)")
+    run.add_argument("run_id", help="a run of the grids (`runs` lists them), e.g. table1__I4nothink-I1.7nothink__gropd")
+    run.add_argument("--force", action="store_true", help="start the run afresh (its directory deleted first)")
+    evaluate = sub.add_parser("evaluate", **with_overrides, help="evaluate a trained run (a shard per process)")
+    evaluate.add_argument("run_id", help="a run that trained")
     evaluate.add_argument("--recorded", action="store_true", help="with the config the run recorded (config.yaml)")
-    status = sub.add_parser("status", help="one table of every run of every grid, from results/")
-    status.add_argument("--profile", dest="profiles", action="append", help="default: profiles with results")
+    status = sub.add_parser(
+        "status",
+        epilog=OVERRIDES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="one table of every run of every grid, from results/",
+    )
+    status.add_argument(
+        "--profile",
+        dest="profiles",
+        action="append",
+        help=f"one of {profiles}; repeat for more (default: those with results)",
+    )
     report = sub.add_parser("report", parents=[common], help="rebuild tables/figures from results/ only")
-    report.add_argument("names", nargs="+")
+    report.add_argument("names", nargs="+", help=f"artefacts: {', '.join(ARTEFACT_NAMES)}")
     pin = sub.add_parser("pin", help="resolve a profile's Hub revisions into experiments/lock.yaml (its entries only)")
     pin.add_argument("--profile", default="paper")
     world = sub.add_parser("world", help="build (or load) the tiny world")

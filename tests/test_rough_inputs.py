@@ -419,3 +419,32 @@ def test_evaluate_recorded_of_a_run_that_never_ran_says_so(root: Path, capsys) -
     (root / "results" / "tiny" / RUN).mkdir()  # a directory without its config.yaml: that one is named
     err = cli_refused(root, ["evaluate", RUN, "--profile", "tiny", "--recorded"], capsys)
     assert err.startswith(f"error: results/tiny/{RUN}/config.yaml: missing; delete results/tiny/{RUN} and run it again")
+
+
+# --- --help ---------------------------------------------------------------------------------------------------
+
+
+def help_text(command: str, capsys) -> str:
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        cli.main([command, "--help"])
+    assert done.value.code == 0
+    return " ".join(capsys.readouterr().out.split())  # argparse's wrapping undone
+
+
+def test_every_subcommands_help_names_its_overrides_profiles_grids_and_artefacts(root: Path, capsys) -> None:
+    """The help omitted the key.path=value overrides, the report names and the rehearsal profile."""
+    from gropd.report import ARTEFACTS
+
+    profiles = sorted(path.stem for path in (root / "experiments" / "profiles").glob("*.yaml"))
+    grids = sorted(path.stem for path in (root / "experiments" / "grids").glob("*.yaml"))
+    assert "rehearsal" in profiles
+    for command in ("runs", "grid", "run", "evaluate", "status", "report"):
+        text = help_text(command, capsys)
+        assert f"one of {', '.join(profiles)}" in text, command
+        if command != "report":
+            assert "key.path=value ... after the other arguments: overrides of the resolved run config" in text
+    assert f"grid names: {', '.join(grids)}" in help_text("grid", capsys)
+    assert f"a grid ({', '.join(grids)}); repeat for more" in help_text("runs", capsys)
+    assert f"artefacts: {', '.join(ARTEFACTS)}" in help_text("report", capsys)
+    assert set(ARTEFACTS) == {builder.__name__ for builder in ARTEFACTS.values()}  # each name its builder's
