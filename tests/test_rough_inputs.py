@@ -448,3 +448,23 @@ def test_every_subcommands_help_names_its_overrides_profiles_grids_and_artefacts
     assert f"a grid ({', '.join(grids)}); repeat for more" in help_text("runs", capsys)
     assert f"artefacts: {', '.join(ARTEFACTS)}" in help_text("report", capsys)
     assert set(ARTEFACTS) == {builder.__name__ for builder in ARTEFACTS.values()}  # each name its builder's
+
+
+# --- a section a run file emptied ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("section", "override", "key"),
+    [("train", "train.steps=0", "train.prompts_per_batch"), ("gropd", "gropd.lam=0.3", "gropd.gamma")],
+)
+def test_a_section_a_run_file_set_to_null_is_blamed_on_the_file(root: Path, section, override, key, capsys) -> None:
+    """`train: null` in the run file and `train.steps=0` on the command line blamed the command line for every
+    train key the null dropped."""
+    path = root / "experiments" / "runs" / "tiny" / f"{RUN}.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(f"run_id: {RUN}\npairing: I4nothink-I1.7nothink\nmethod: gropd\n{section}: null\n")
+    err = cli_refused(root, ["run", RUN, "--profile", "tiny", override], capsys)
+    assert err == f"error: experiments/runs/tiny/{RUN}.yaml: {key}: missing (expected a value)\n"
+    path.unlink()  # without the null, the command line's own value is the command line's
+    err = cli_refused(root, ["run", RUN, "--profile", "tiny", override.replace("=0.3", "=-1")], capsys)
+    assert err.startswith(f"error: command line: {override.split('=')[0]}: ")
