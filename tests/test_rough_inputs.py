@@ -125,6 +125,15 @@ def test_a_hand_edited_status_json_is_one_broken_row(root: Path, edit: dict, pro
     assert f"error: results/tiny/{RUN}/status.json: {problem}" in capsys.readouterr().err
 
 
+def test_an_integer_over_4300_digits_in_status_json_is_one_broken_row(root: Path, capsys) -> None:
+    path = committed(root, RUN, OTHER)[RUN]
+    path.write_text(path.read_text().replace('"step": 100', f'"step": {BIG}', 1))
+    table = status_table(capsys)
+    assert table[RUN].split()[1] == "broken"
+    assert f"results/tiny/{RUN}/status.json: not valid JSON (Exceeds the limit (4300 digits)" in table[RUN]
+    assert table[OTHER].split()[1] == "finished"
+
+
 def test_a_directory_for_summary_json_is_one_broken_row(root: Path, capsys) -> None:
     summary = committed(root, RUN, OTHER)[RUN].parent / "eval" / "summary.json"
     summary.unlink()
