@@ -6,8 +6,9 @@ breaks a script without an `if __name__ == "__main__":` guard and code piped to 
 
 Protocol (multiprocessing Connection messages): the worker sends "ready" once math-verify is
 loaded; then each request (gold, extracted) gets back judge(gold, extracted), False when
-math-verify raises; None, or end of file (the parent closed its end, exited or died), stops the
-worker. SIGINT is ignored: the parent decides when workers stop.
+math-verify raises; None, end of file or a reset or broken connection (the parent closed its end,
+exited or died: a Ctrl-C or SIGTERM) stops the worker quietly, as there is nobody left to answer.
+SIGINT is ignored from the start (before math-verify loads): the parent decides when workers stop.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import signal
 import sys
 from multiprocessing.connection import Connection
 from pathlib import Path
-
-from eval.grading import WARM_UP, judge
 
 
 def limit_memory(extra_bytes: int) -> None:
@@ -33,22 +32,22 @@ def limit_memory(extra_bytes: int) -> None:
 
 
 def serve(conn: Connection) -> None:
-    """Answer (gold, extracted) requests with judge() until None or end of file."""
+    """Answer (gold, extracted) requests with judge() until None, end of file or a connection the parent dropped."""
+    from eval.grading import WARM_UP, judge
+
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     for gold, answer in WARM_UP:  # load math-verify's lazy parsers outside any deadline
         judge(gold, answer)
-    conn.send("ready")
-    while True:
-        try:
-            request = conn.recv()
-        except EOFError:
-            return
-        if request is None:
-            return
-        try:
-            conn.send(judge(*request))
-        except Exception:  # a math-verify crash on one answer grades that answer incorrect
-            conn.send(False)
+    try:
+        conn.send("ready")
+        while (request := conn.recv()) is not None:
+            try:
+                verdict = judge(*request)
+            except Exception:  # a math-verify crash on one answer grades that answer incorrect
+                verdict = False
+            conn.send(verdict)
+    except (EOFError, ConnectionError):  # the parent is gone (ConnectionResetError, BrokenPipeError)
+        return
 
 
 def main(fd: int) -> None:

@@ -156,7 +156,20 @@ class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ign
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """An integer, or a ConstructorError at its line when it is too long for Python to read (over
+        sys.get_int_max_str_digits() digits: int() raises ValueError)."""
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            digits = sum(char.isdigit() for char in node.value)
+            mark = node.start_mark
+            where = f"line {mark.line + 1}, column {mark.column + 1}"
+            problem = f"an integer of {digits:,} digits at {where}: at most {sys.get_int_max_str_digits():,} are read"
+            raise yaml.constructor.ConstructorError(problem=problem) from None
 
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
 SCIENTIFIC = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")  # 1e-4, 2.5E3
 _StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", SCIENTIFIC, list("-+0123456789."))
 

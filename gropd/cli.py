@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +29,8 @@ from pathlib import Path
 from gropd.config import ConfigError, Manifests, load_manifests
 from gropd.config.grids import grid_names
 from gropd.console import survive_a_closed_reader
+from gropd.record.run_dir import RunDir
+from gropd.report.names import ARTEFACT_NAMES
 from gropd.runs.jobs import run_grid_jobs
 from gropd.runs.layout_guard import require_results_location
 from gropd.runs.lifecycle import run_state
@@ -57,6 +60,7 @@ def _seeds(count: int | None) -> list[int] | None:
 def cmd_runs(args: argparse.Namespace) -> int:
     """List every run of the grids with its state, then write their run files (kept when edited): only
     once every run resolves, so a bad profile, seed count or run file writes nothing."""
+    require_once(args.grid or [], "--grid")
     manifests = _manifests(args.profile)
     entries = grid_entries(manifests, args.grid or grid_names(EXPERIMENTS), _seeds(args.seeds))
     plans = [plan_entry(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
@@ -69,6 +73,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_grid(args: argparse.Namespace) -> int:
     """Resolve and check every run (and its results/) first; a dry run lists them and what would be refused
     (exit 2 if any); a real one writes the run files and runs them, or stops at the first refusal."""
+    require_once(args.grids, "grid")
     manifests = _manifests(args.profile)
     entries = grid_entries(manifests, args.grids, _seeds(args.seeds))
     plans = [plan_entry(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
@@ -105,6 +110,14 @@ def cmd_grid(args: argparse.Namespace) -> int:
     return 2 if refused else code
 
 
+def require_once(grids: list[str], flag: str) -> None:
+    """ConfigError (exit 2) when a grid is named twice: its runs would be planned twice and started by two writers
+    (the second refused by the first's lock, exit 1 though every run finished)."""
+    if repeated := [name for name, count in Counter(grids).items() if count > 1]:
+        problem = f"{', '.join(map(repr, repeated))} named more than once"
+        raise ConfigError("command line", flag, problem, "each grid once")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     manifests = _manifests(args.profile)
     plan = plan_run_id(manifests, args.profile, args.run_id, args.overrides, args.results)
@@ -127,12 +140,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         given = " ".join(args.overrides)
         raise ConfigError("command line", "--recorded", f"given with {given}", "the recorded config alone")
     if args.recorded:
+        require_started(args.results, args.profile, args.run_id)
         config = recorded_config(args.results, args.profile, args.run_id)
     else:
         config = plan_run_id(manifests, args.profile, args.run_id, args.overrides, args.results).config
     status = evaluate(config, manifests, args.results, args.shard)
     print(f"{config.run_id}: {status.get('status')}")
     return 0
+
+
+def require_started(results: Path, profile: str, run_id: str) -> None:
+    """ConfigError (exit 2) when the run has no directory under results/<profile>/: it has not run, so there is no
+    recorded config to evaluate (and no directory to delete)."""
+    run_dir = RunDir.at(results, profile, run_id)
+    if not run_dir.root.is_dir():
+        problem = f"run {run_id} has not run under {results / profile}/ (no {run_dir.root}/, so no recorded config)"
+        expected = f"a run that trained: `python -m gropd.cli run {run_id} --profile {profile}` trains and evaluates it"
+        raise ConfigError("command line", "--recorded", problem, expected)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -196,10 +220,15 @@ def require_writable(directory: Path) -> None:
 def require_trainable(results: Path) -> None:
     """ConfigError (exit 2, nothing written) when `results` lies in paper_figures/ (the published artefacts): runs
     are made elsewhere and moved in on purpose (a committed set, READ_ONLY: layout_guard.require_results_location)."""
-    where = results.absolute()
-    if "paper_figures" in where.parts:
+    if in_paper_figures(results):
         problem = f"{results} is in paper_figures/, where the published artefacts live"
         raise ConfigError("command line", "--results", problem, "a results directory (default: results/)")
+
+
+def in_paper_figures(results: Path) -> bool:
+    """Whether `results` (links followed) is the project's own paper_figures/ or under it: a folder of that name
+    elsewhere is any other folder."""
+    return results.resolve().is_relative_to(Path("paper_figures").resolve())
 
 
 def require_project_root() -> None:
@@ -232,33 +261,52 @@ def _seed_count(text: str) -> int:
     return int(text)
 
 
+OVERRIDES = """key.path=value ...
+  after the other arguments: overrides of the resolved run config, any key of experiments/train.yaml and the
+  profiles (train.steps=5 gropd.lam=0.3 'eval.suites=[add]'); values are YAML; a bad one is refused before
+  anything is written."""
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="gropd", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     top.add_argument("--results", help="the results directory (default results/)")
     sub = top.add_subparsers(dest="command", required=True)
+    profiles = ", ".join(sorted(path.stem for path in (EXPERIMENTS / "profiles").glob("*.yaml"))) or "paper, tiny"
+    grids = ", ".join(grid_names(EXPERIMENTS)) or "see experiments/grids/"
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--profile", choices=None, default=None, help="paper or tiny (default: paper with CUDA)")
-    runs = sub.add_parser("runs", parents=[common], help="expand grids into run files and list runs with their state")
-    runs.add_argument("--grid", action="append")
+    common.add_argument("--profile", default=None, help=f"one of {profiles} (default: paper where CUDA is, else tiny)")
+    with_overrides = {"parents": [common], "epilog": OVERRIDES, "formatter_class": argparse.RawDescriptionHelpFormatter}
+    runs = sub.add_parser("runs", **with_overrides, help="expand grids into run files and list runs with their state")
+    runs.add_argument("--grid", action="append", help=f"a grid ({grids}); repeat for more (default: all)")
     runs.add_argument("--seeds", type=_seed_count, help="seeds 0..N-1 instead of the grids' own")
-    grid = sub.add_parser("grid", parents=[common], help="run every run of one or more grids")
-    grid.add_argument("grids", nargs="+")
+    grid = sub.add_parser("grid", **with_overrides, help="run every run of one or more grids")
+    grid.add_argument("grids", nargs="+", help=f"grid names: {grids}")
     grid.add_argument("--seeds", type=_seed_count, help="seeds 0..N-1 instead of the grid's own")
     grid.add_argument("--jobs", type=_positive, default=1, help="runs at once, each its own process (default 1)")
-    grid.add_argument("--dry-run", action="store_true")
-    grid.add_argument("--force", action="store_true")
-    run = sub.add_parser("run", parents=[common], help="run one run id (train if needed, then evaluate)")
-    run.add_argument("run_id")
-    run.add_argument("--force", action="store_true")
-    evaluate = sub.add_parser("evaluate", parents=[common], help="evaluate a trained run (a shard per process)")
-    evaluate.add_argument("run_id")
+    grid.add_argument("--dry-run", action="store_true", help="list the runs and what would be refused; write nothing")
+    grid.add_argument("--force", action="store_true", help="start every run afresh (its directory deleted first)")
+    run = sub.add_parser("run", **with_overrides, help="run one run id (train if needed, then evaluate)")
+    run.add_argument("run_id", help="a run of the grids (`runs` lists them), e.g. table1__I4nothink-I1.7nothink__gropd")
+    run.add_argument("--force", action="store_true", help="start the run afresh (its directory deleted first)")
+    evaluate = sub.add_parser("evaluate", **with_overrides, help="evaluate a trained run (a shard per process)")
+    evaluate.add_argument("run_id", help="a run that trained")
     evaluate.add_argument("--recorded", action="store_true", help="with the config the run recorded (config.yaml)")
-    status = sub.add_parser("status", help="one table of every run of every grid, from results/")
-    status.add_argument("--profile", dest="profiles", action="append", help="default: profiles with results")
+    status = sub.add_parser(
+        "status",
+        epilog=OVERRIDES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="one table of every run of every grid, from results/",
+    )
+    status.add_argument(
+        "--profile",
+        dest="profiles",
+        action="append",
+        help=f"one of {profiles}; repeat for more (default: those with results)",
+    )
     report = sub.add_parser("report", parents=[common], help="rebuild tables/figures from results/ only")
-    report.add_argument("names", nargs="+")
+    report.add_argument("names", nargs="+", help=f"artefacts: {', '.join(ARTEFACT_NAMES)}")
     pin = sub.add_parser("pin", help="resolve a profile's Hub revisions into experiments/lock.yaml (its entries only)")
     pin.add_argument("--profile", default="paper")
     world = sub.add_parser("world", help="build (or load) the tiny world")
@@ -336,6 +384,25 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"interrupted: gropd {args.command} stopped (a run it was on is resumable)", file=sys.stderr)
         return 130
+    except Exception as err:
+        if (failure := failed_write(err)) is None:
+            raise
+        free = (
+            f", {shutil.disk_usage(args.results).free / 2**20:,.0f} MiB free there now" if args.results.is_dir() else ""
+        )
+        where = f"a write under {args.results}/ failed{free} ({failure})"
+        print(f"error: {where}: make room and run it again (a run resumes from its last checkpoint)", file=sys.stderr)
+        return 1
+
+
+def failed_write(err: Exception) -> str | None:
+    """`Type: message` of a library's failed write (a full disk, a quota), None for any other exception: safetensors
+    and torch.save say so only in their text (SafetensorError "Error while serializing: I/O error: ...", torch's
+    RuntimeError from its zip writer, inline_container.cc), not as an OSError."""
+    text = str(err)
+    serializing = type(err).__name__ == "SafetensorError" and text.startswith("Error while serializing")
+    zip_writer = isinstance(err, RuntimeError) and "inline_container.cc" in text and "StreamReader" not in text
+    return f"{type(err).__name__}: {text}" if serializing or zip_writer else None
 
 
 if __name__ == "__main__":

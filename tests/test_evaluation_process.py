@@ -45,5 +45,5 @@ def test_evaluate_recorded_refuses_overrides_and_a_run_it_has_no_config_of(tmp_p
     assert main(["evaluate", RUN, "--profile", "tiny", "--recorded", "eval.questions=2"]) == 2
     assert "--recorded: given with eval.questions=2" in capsys.readouterr().err
     assert main(["evaluate", RUN, "--profile", "tiny", "--recorded"]) == 2
-    assert f"results/tiny/{RUN}/config.yaml" in capsys.readouterr().err
+    assert f"--recorded: run {RUN} has not run under results/tiny/ (no results/tiny/{RUN}/" in capsys.readouterr().err
     assert not (root / "results" / "tiny" / RUN).exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -290,3 +291,28 @@ with open("pids", "w") as handle:
         for pid in pids_file.read_text().split() if pids_file.exists() else []:
             if alive(int(pid)):
                 os.kill(int(pid), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("answer_read", [False, True], ids=["broken-pipe", "connection-reset"])
+def test_a_worker_whose_parent_went_away_ends_quietly(answer_read: bool) -> None:
+    """A Ctrl-C or SIGTERM that ends the evaluation mid-request: the worker's answer meets a closed socket
+    (BrokenPipeError), or its next read a reset one (the answer left unread: ConnectionResetError). It exits 0
+    and prints nothing (both were tracebacks after "interrupted ... resumable")."""
+    from multiprocessing.connection import Connection
+
+    parent, child = socket.socketpair()
+    with child:
+        command = [sys.executable, "-P", "-m", "eval.grading_worker", str(child.fileno())]
+        worker = subprocess.Popen(command, pass_fds=[child.fileno()], stderr=subprocess.PIPE, text=True)
+    conn = Connection(parent.detach())
+    try:
+        assert conn.poll(60) and conn.recv() == "ready"
+        conn.send((r"\frac{1}{2}", "0.5"))
+        if answer_read:
+            assert conn.poll(60)  # the answer is there, unread: closing now resets the connection
+        conn.close()
+        assert worker.wait(timeout=60) == 0
+        assert worker.stderr.read() == ""
+    finally:
+        worker.kill()
+        worker.wait()

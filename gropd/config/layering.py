@@ -67,11 +67,21 @@ def merge(base: dict[str, Any], layer: dict[str, Any], source: str, origins: Ori
         if isinstance(value, dict) and isinstance(base.get(key), dict):
             merge(base[key], value, source, origins, prefix=f"{path}.")
             continue
+        emptied = emptied_by(base, key, value, origins.get(path))
         base[key] = copy.deepcopy(value)
         for origin_key in [k for k in origins if k == path or k.startswith(path + ".")]:
             del origins[origin_key]
         for leaf in leaf_paths(value, path):
             origins[leaf] = source
+        if emptied:  # what the section lacks now is that layer's doing (origin_of reads the nearest ancestor)
+            origins[path] = emptied
+
+
+def emptied_by(base: dict[str, Any], key: str, value: Any, origin: str | None) -> str | None:
+    """The layer (`origin`) that set section `key` to null, when a later layer now gives keys of it (`value`, a
+    mapping): a run file's `train: null` under `train.steps=0` dropped every other train key, so a key missing
+    there is the run file's doing, not the command line's. None otherwise."""
+    return origin if isinstance(value, dict) and key in base and base[key] is None else None
 
 
 def leaf_paths(value: Any, path: str) -> list[str]:
@@ -93,7 +103,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             flat[key] = load_yaml(raw) if raw != "" else ""
         except yaml.YAMLError as err:
             problem = getattr(err, "problem", None) or err
-            raise ConfigError("command line", key, f"value {raw!r} is not valid YAML ({problem})") from None
+            shown = repr(raw) if len(raw) <= 60 else f"{raw[:30]!r}... ({len(raw):,} characters)"
+            raise ConfigError("command line", key, f"value {shown} is not valid YAML ({problem})") from None
     return flat
 
 

@@ -69,13 +69,34 @@ class TinyPrompts(Strict):
                 raise ValueError(f"per_task={self.per_task}, but task {task!r} has only {size} training questions")
         return self
 
+    @field_validator("tasks")
+    @classmethod
+    def _each_task_once(cls, tasks: list[str] | None) -> list[str] | None:
+        """A task named twice would put its questions in the pool twice: refused, as a suite named twice is."""
+        repeated = sorted({name for name in tasks or [] if tasks.count(name) > 1})
+        if repeated:
+            raise ValueError(f"each task once (named more than once: {', '.join(repeated)})")
+        return tasks
+
 
 class PromptPool(Strict):
     """`source`: a TinyPrompts or a Hub record (eval.suites.HubSource), checked as one but kept as written (the
     config hash reads it as given)."""
 
-    split: str = "train"
+    split: str = "train"  # read nowhere (a hub source names its own split: source.split); kept, always "train", as
+    # every recorded config holds it in its hash
     source: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("split")
+    @classmethod
+    def _unsupported_split(cls, split: str) -> str:
+        """Any split but "train" is refused: it would change the config hash and nothing else."""
+        if split != "train":
+            raise ValueError(
+                "not supported: the key is read nowhere (only 'train' is accepted; a hub source's split is "
+                "train.prompts.source.split)"
+            )
+        return split
 
     @field_validator("source")
     @classmethod
@@ -90,7 +111,9 @@ class PromptPool(Strict):
             if not first["loc"]:  # a check of the whole source (TinyPrompts._within_each_pool): its own words
                 raise ValueError(f"source.{first['msg'].removeprefix('Value error, ')}") from None
             where = ".".join(["source", *map(str, first["loc"])])
-            raise ValueError(f"{where}: {first['msg']} (got {first.get('input')!r})") from None
+            raise ValueError(
+                f"{where}: {first['msg'].removeprefix('Value error, ')} (got {first.get('input')!r})"
+            ) from None
         return source
 
 
@@ -202,6 +225,10 @@ class PromptSettings(Strict):
     instruction: str
 
 
+MAX_THREADS = 1024  # backend.threads: more than the hardware threads of the largest CPU node; 100000 is a typo that
+# torch takes and OpenBLAS dies of (rc 139) once the run starts
+
+
 class BackendSettings(Strict):
     """Engines, devices and precision. `dtype` is the compute dtype: the trained student keeps float32
     master weights and optimiser state whatever it is (bf16 autocast, or FSDP2's bf16 parameters for
@@ -212,7 +239,7 @@ class BackendSettings(Strict):
     teacher_url: str | None = None  # http://host:port of `vllm serve`; not in the config hash (where, not what)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     dtype: Literal["float32", "bfloat16"] = "bfloat16"
-    threads: int | None = Field(default=None, ge=1)
+    threads: int | None = Field(default=None, ge=1, le=MAX_THREADS)
     numerics: Literal["portable", "native"] = "native"  # CPU code paths (gropd/numerics.py); portable: pinned
     tensor_parallel: int = Field(ge=1, default=1)
     gradient_checkpointing: bool = False

@@ -15,8 +15,9 @@ crash): it is dropped, with a note on stderr.
 from __future__ import annotations
 
 import json
+import math
 import re
-import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +54,45 @@ def seal(directory: Path) -> None:
 
 
 def _read_json(path: Path, remedy: str) -> Any:
-    text = read_text(path, remedy)
+    try:
+        text = read_text(path, remedy)
+    except OSError as exc:  # a directory in its place, no read permission, ...
+        raise RunFileError(str(path), f"cannot be read ({exc.strerror or exc})", remedy) from None
     try:
         return json.loads(text)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # (JSONDecodeError, or an integer too long for int())
         raise RunFileError(str(path), "empty" if not text.strip() else f"not valid JSON ({exc})", remedy) from None
+
+
+def now_utc() -> str:
+    """This moment as status.json's `updated` records it: ISO 8601 in UTC, with its offset (2026-12-05T20:12:07+00:00),
+    so a reader on another host, in another zone, reads the same moment (updated_timestamp)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def updated_timestamp(updated: Any) -> float | None:
+    """The POSIX time of status.json's `updated` (None when it is not an ISO 8601 time). A record without a zone
+    (written before `updated` carried one: the writer's local time, which no reader can know) is read as this
+    process's local time, as it was then."""
+    try:
+        return datetime.fromisoformat(updated).timestamp()
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+MAX_PID = 2**31 - 1  # pid_t is a 32-bit signed integer (Linux's own pid_max is at most 2**22)
+
+
+def session_problem(status: dict[str, Any]) -> str | None:
+    """What is wrong with the session fields of a status.json, None when nothing: `pid` a process id (1 to MAX_PID),
+    `wall_s` a finite number of seconds >= 0, as gropd/runs/session.py writes them (a hand edit can make them
+    anything JSON allows: Infinity, NaN, 10**20, -1)."""
+    pid, wall = status.get("pid"), status.get("wall_s")
+    if pid is not None and (type(pid) is not int or not 0 < pid <= MAX_PID):
+        return f"pid {pid!r} is not a process id (expected an integer from 1 to {MAX_PID})"
+    if wall is not None and (type(wall) not in (int, float) or not math.isfinite(wall) or wall < 0):
+        return f"wall_s {wall!r} is not a wall time (expected a finite number of seconds >= 0)"
+    return None
 
 
 class RunDir:
@@ -106,11 +141,13 @@ class RunDir:
             raise RunFileError(str(self.status_path), problem, self.remedy)
         if not isinstance(status.get("config_hash"), str):
             raise RunFileError(str(self.status_path), "no config_hash", self.remedy)
+        if problem := session_problem(status):
+            raise RunFileError(str(self.status_path), problem, self.remedy)
         return status
 
     def update_status(self, **fields: Any) -> dict[str, Any]:
         """Merge `fields` into status.json (atomically) and return the new status."""
-        status = {**(self.read_status() or {}), **fields, "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        status = {**(self.read_status() or {}), **fields, "updated": now_utc()}
         atomic_write_json(self.status_path, status)
         return status
 

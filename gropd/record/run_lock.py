@@ -149,22 +149,48 @@ def taken(run_root: Path, role: str = "") -> FileLock:
     try:
         lock.acquire()
     except Timeout:
-        run = f"{run_root.parent.name}/{run_root.name}" + (f" ({role})" if role else "")
-        raise RunBusyError(
-            str(run_root),
-            "run",
-            f"run {run} is being written by {describe(current_holder(holder_path))}",
-            "one writer per run: wait for it to end (`./reproduce.sh status` shows it), or stop that process "
-            "first; a lock is released when its process ends, however it ends",
-        ) from None
+        raise busy_error(run_root, role) from None
     return lock
 
 
+def busy_error(run_root: Path, role: str = "") -> RunBusyError:
+    """The refusal of a run whose lock another process holds, naming that process (its holder record)."""
+    run = f"{run_root.parent.name}/{run_root.name}" + (f" ({role})" if role else "")
+    return RunBusyError(
+        str(run_root),
+        "run",
+        f"run {run} is being written by {describe(current_holder(lock_paths(run_root, role)[1]))}",
+        "one writer per run: wait for it to end (`./reproduce.sh status` shows it), or stop that process "
+        "first; a lock is released when its process ends, however it ends",
+    )
+
+
 def check_free(run_root: Path) -> None:
-    """RunBusyError when another process holds the run's lock now; writes nothing (a command's check before its
-    first byte: the lock itself is taken by hold_run, where the writing starts)."""
-    if lock_paths(run_root)[0].exists() and not held_by_parent(run_root):
-        taken(run_root).release()
+    """RunBusyError when another process holds the run's lock now; writes nothing, so it also answers on a
+    read-only results directory (`grid --dry-run`): a command's check before its first byte, the lock itself
+    taken by hold_run (where the writing starts, and flock is required of the filesystem: require_flock)."""
+    lock_path = lock_paths(run_root)[0]
+    if lock_path.exists() and not held_by_parent(run_root) and held_now(lock_path):
+        raise busy_error(run_root)
+
+
+def held_now(lock_path: Path) -> bool:
+    """Whether a process holds its flock on `lock_path` now, found without writing: the file opened read-only and
+    locked and unlocked at once (flock needs no write access). False when it cannot be opened or locked at all."""
+    try:
+        fd = os.open(lock_path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except BlockingIOError:
+        return True
+    except OSError:  # no flock on this filesystem: hold_run refuses it (require_flock)
+        return False
+    finally:
+        os.close(fd)
+    return False
 
 
 @contextmanager

@@ -26,6 +26,7 @@ from gropd.config.layering import dotted_to_nested, nested_to_dotted
 from gropd.credit import METHODS
 from gropd.horizon import horizon_grid
 from gropd.record.run_dir import DONE, RunDir
+from gropd.report.seed_dirs import seeds_on_disk
 from gropd.report.settings import ReportSettings
 from gropd.report.stats import Interval, paired
 from gropd.runs.lifecycle import settings_hash
@@ -318,7 +319,18 @@ class Setting:
             for run, differs in self.elsewhere
             if run.seed not in results
         ]
+        lines += self.hidden_broken()
         return {seed: result for seed, (_, result) in results.items() if not isinstance(result, str)}, lines
+
+    def hidden_broken(self) -> list[str]:
+        """A Missing line for each broken record whose seed a twin speaks for (seeds() prefers the twin): the seed is
+        counted from the twin, and the broken record is named as `status` names it, never passed over."""
+        chosen = self.seeds()
+        return [
+            missing(run, f"{run.describe()}; seed {run.seed} is counted from its twin `{chosen[run.seed].run_id}`")
+            for run in self.runs
+            if run.state == "broken" and chosen.get(run.seed) is not run
+        ]
 
 
 class Evidence:
@@ -346,9 +358,8 @@ class Evidence:
     def _read(self, grid: str) -> list[Run]:
         spec = load_grid(grid, self.experiments_dir)
         own = set(self.own_seeds(grid))
-        tails = [p.name.rsplit("__seed", 1)[1] for p in self.profile_results.glob(f"{grid}__*__seed*")]
         runs = []
-        for entry in expand_grid(spec, sorted(own | {int(tail) for tail in tails if tail.isdigit()})):
+        for entry in expand_grid(spec, sorted(own | seeds_on_disk(self.profile_results, grid, own))):
             path = self.profile_results / entry.run_id
             if entry.values["seed"] in own or path.is_dir():
                 runs.append(self._read_run(entry, path))

@@ -6,7 +6,8 @@ Liveness, how `status` tells *running* from *resumable*: a session records `pid`
 starts, and the training loop refreshes `updated` every step. A run that is not done is
 running when that process is alive: on the same host, the pid exists, is not a zombie and, on
 Linux, started when status.json says (a record without that time proves nothing); on another host
-(results/ on a shared filesystem), status.json was updated less than STALE_AFTER_S ago.
+(results/ on a shared filesystem), status.json was updated less than STALE_AFTER_S ago (`updated` is UTC with
+its offset, so the reader's zone does not matter: gropd/record/run_dir.py, updated_timestamp).
 Otherwise nobody is working on it and it is resumable.
 
 Failure: an exception in a session sets `status: failed`, `reason: "<Type>: message"` and
@@ -33,7 +34,7 @@ from typing import Any
 from gropd.config.errors import RunFileError
 from gropd.config.schema import BackendSettings
 from gropd.record.code import code_record
-from gropd.record.run_dir import RunDir
+from gropd.record.run_dir import MAX_PID, RunDir, updated_timestamp
 from gropd.record.run_lock import RunBusyError, RunLostError, held_by_parent
 
 STALE_AFTER_S = 30 * 60
@@ -156,8 +157,8 @@ def refuse_live_owner(run_dir: RunDir) -> None:
 def is_alive(status: dict[str, Any], now: float | None = None) -> bool:
     """Whether the session recorded in `status` is still working on the run (rule in the module docstring)."""
     pid, host = status.get("pid"), status.get("host")
-    if not isinstance(pid, int) or not isinstance(host, str):
-        return False
+    if not isinstance(pid, int) or not 0 < pid <= MAX_PID or not isinstance(host, str):
+        return False  # (kill(0) and kill(-1) signal groups of processes: they prove nothing about a run)
     if host == socket.gethostname():
         try:
             os.kill(pid, 0)
@@ -167,12 +168,8 @@ def is_alive(status: dict[str, Any], now: float | None = None) -> bool:
             pass
         recorded, current = status.get("pid_start"), process_start(pid)
         return not zombie(pid) and (current is None or recorded == current)
-    updated = status.get("updated")
-    try:
-        age = (now or time.time()) - datetime.strptime(updated, "%Y-%m-%dT%H:%M:%S").timestamp()
-    except (TypeError, ValueError):
-        return False
-    return age < STALE_AFTER_S
+    updated = updated_timestamp(status.get("updated"))
+    return updated is not None and (now or time.time()) - updated < STALE_AFTER_S
 
 
 def zombie(pid: int) -> bool:

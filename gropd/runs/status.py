@@ -8,7 +8,8 @@ Nothing is written and no model is loaded, so it can run in another terminal dur
                `status`, to another config hash or other models, so grid/run would refuse it without --force),
                or broken: the run's YAML, or a file of its run directory that `grid` reads (status.json,
                config.yaml against its hash, ...: RunDir.check), cannot be read, or its record cannot be believed
-               (misplaced, metrics cut short or repeated: RunDir.record_problem; reports leave it out)
+               (misplaced, metrics cut short or repeated: RunDir.record_problem; reports leave it out),
+               or not in this profile: a manifest rules the entry out of it (the fullkl baselines under paper)
     step       last step of metrics.jsonl / train.steps of the recorded config ("-": eval-only run)
     reward, len   the last step's verifier_reward and mean_response_len
     time       running: ETA of the training, the mean of the last 10 steps' time_*_s times the
@@ -18,13 +19,14 @@ Nothing is written and no model is loaded, so it can run in another terminal dur
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gropd.config import ConfigError, Manifests, RunConfig, RunFileError
-from gropd.config.grids import grid_names
+from gropd.config.grids import grid_names, run_file_path
 from gropd.record.run_dir import DONE, RunDir
 from gropd.runs.lifecycle import seen_state, what_changed
 from gropd.runs.pipeline import grid_entries
@@ -55,13 +57,38 @@ def status_rows(manifests: Manifests, profile: str, results_root: Path, override
         except (ConfigError, RunFileError) as err:
             if isinstance(err, ConfigError) and err.file == "command line":  # the overrides given to status
                 raise
-            rows.append(StatusRow(entry.run_id, "broken", reason=str(err)))
+            rows.append(unplanned_row(manifests, profile, results_root, entry.run_id, err))
             continue
-        rows.append(run_row(RunDir.at(results_root, profile, entry.run_id), config, manifests))
+        rows.append(row_or_broken(RunDir.at(results_root, profile, entry.run_id), config, manifests))
     profile_dir = results_root / profile
     others = sorted(p for p in profile_dir.glob("*/status.json") if p.parent.name not in seen)
-    rows += [run_row(RunDir(path.parent), None, None) for path in others]
+    rows += [row_or_broken(RunDir(path.parent), None, None) for path in others]
     return rows
+
+
+NOT_IN_PROFILE = "not in this profile"
+
+
+def unplanned_row(
+    manifests: Manifests, profile: str, results_root: Path, run_id: str, err: ConfigError | RunFileError
+) -> StatusRow:
+    """The row of a grid entry that does not resolve: NOT_IN_PROFILE when a manifest, not the run's own file, rules
+    it out of this profile and it never ran there (the fullkl baselines under paper, whose teacher is vLLM's: as
+    the reports' "cannot run in this profile"); broken otherwise."""
+    own_file = str(run_file_path(manifests.root, profile, run_id))
+    ran = (results_root / profile / run_id / "status.json").exists()
+    if isinstance(err, ConfigError) and err.file != own_file and not ran:
+        return StatusRow(run_id, NOT_IN_PROFILE, reason=str(err))
+    return StatusRow(run_id, "broken", reason=str(err))
+
+
+def row_or_broken(run_dir: RunDir, config: RunConfig | None, manifests: Manifests | None) -> StatusRow:
+    """run_row, or a broken row naming what went wrong: no file of one run, however edited, stops the table."""
+    try:
+        return run_row(run_dir, config, manifests)
+    except Exception as err:
+        reason = str(err) if isinstance(err, RunFileError) else f"{run_dir.root}: {type(err).__name__}: {err}"
+        return StatusRow(run_dir.root.name, "broken", reason=reason)
 
 
 def run_row(run_dir: RunDir, config: RunConfig | None, manifests: Manifests | None) -> StatusRow:
@@ -131,7 +158,9 @@ def _number(value: Any, digits: int) -> str:
 
 
 def format_seconds(seconds: float) -> str:
-    """45s, 12m05s, 3h02m."""
+    """45s, 12m05s, 3h02m ("?" for a time that is not a finite number)."""
+    if not math.isfinite(seconds):
+        return "?"
     seconds = int(round(seconds))
     if seconds < 60:
         return f"{seconds}s"
