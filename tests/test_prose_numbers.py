@@ -189,8 +189,9 @@ class Artefacts:
         if len(numbers) == 3 and self.consecutive([mirror(numbers[0]), mirror(numbers[2]), mirror(numbers[1])], where):
             return True
         lone = numbers[0].lstrip("-") if len(numbers) == 1 else ""
-        if lone.endswith("%"):  # a share shown as a fraction, or a rule's percentage ("the last 10% of steps")
-            return self.consecutive([f"{float(lone[:-1]) / 100:.2f}"], where) or self.consecutive([lone])
+        if lone.endswith("%"):  # a share of the gap as the claims page prints it, or a rule's percentage
+            share = re.compile(rf"(?<![\d.]){float(lone[:-1]) / 100:.2f} (\(baseline|\[)")  # "0.33 (baseline n = 1"
+            return any(share.search(line) for line in self.named(where)) or self.consecutive([lone])
         return bool(lone) and not where and lone in self.config
 
 
