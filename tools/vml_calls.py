@@ -63,7 +63,11 @@ def main(argv: list[str]) -> int:
     with tempfile.NamedTemporaryFile("w", suffix=".gdb", delete=False) as script:
         script.write(gdb_script(symbols))
     done = subprocess.run(
-        ["gdb", "-q", "-batch", "-x", script.name, "--args", *command], env=env, capture_output=True, text=True
+        ["gdb", "-q", "-batch", "-x", script.name, "--args", *command],
+        env=env,
+        stdin=subprocess.DEVNULL,  # gdb with a terminal of a background job would stop on it (SIGTTOU)
+        capture_output=True,
+        text=True,
     )
     os.unlink(script.name)
     calls = Counter(tuple(line.split()[1:3]) for line in done.stdout.splitlines() if line.startswith("##VML "))
