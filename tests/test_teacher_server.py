@@ -78,6 +78,7 @@ class FakeVLLM:
 
             def _send(self, code: int, body: dict) -> None:
                 data = json.dumps(body).encode()
+                self._answered()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -106,9 +107,17 @@ class FakeVLLM:
                 with fake.lock:
                     fake.in_flight += 1
                     fake.most_in_flight = max(fake.most_in_flight, fake.in_flight)
+                self.in_flight = True
                 try:
                     self._post()
                 finally:
+                    self._answered()
+
+            def _answered(self) -> None:
+                """The request leaves the in-flight count before its answer is written: once written, the client may
+                send its next request before this thread would run again (a race on a busy machine)."""
+                if getattr(self, "in_flight", False):
+                    self.in_flight = False
                     with fake.lock:
                         fake.in_flight -= 1
 
@@ -121,6 +130,7 @@ class FakeVLLM:
                     failure = fake.failures.pop(0)
                     if failure in ("cut", "not json"):  # a server killed mid-body; a proxy's page with 200
                         data = b'{"choices": [' if failure == "cut" else b"<html>bad gateway</html>"
+                        self._answered()
                         self.send_response(200)
                         self.send_header("Content-Length", str(len(data) + (1000 if failure == "cut" else 0)))
                         self.end_headers()
