@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from gropd.cli import main
 from gropd.config import config_hash, load_manifests
 from gropd.config.schema import TrackingSettings
 from gropd.model.optional import MissingDependencyError
+from gropd.record import tracking
 from gropd.record.run_dir import RunDir
 from gropd.record.tracking import check_backends, hyperparameters, summary_scalars
 from gropd.runs.pipeline import execute
@@ -79,22 +81,25 @@ def resume_after_a_dead_session(root: Path, same_second: bool = False) -> RunDir
     shutil.rmtree(run_dir.final)
     shutil.rmtree(run_dir.eval_dir)
     run_dir.update_status(status="running", step=4)
-    tracking = run_dir.root / "tracking" / "gropd"
-    with SummaryWriter(str(tracking)) as writer:
+    events_dir = run_dir.root / "tracking" / "gropd"
+    with SummaryWriter(str(events_dir)) as writer:
         for step in (3, 4):
             writer.add_scalar("verifier_reward", 99.0, step)
     if same_second:
-        dead = max(tracking.glob("events.out.tfevents.*"))
+        dead = max(events_dir.glob("events.out.tfevents.*"))
         second = int(dead.name.split(".")[3])
-        dead.rename(tracking / f"events.out.tfevents.{second:010d}.host.1.~")
+        dead.rename(events_dir / f"events.out.tfevents.{second:010d}.host.1.~")
         clock = {"now": second + 0.5}
 
         def sleep(seconds: float) -> None:
             clock["now"] += seconds
 
-        with pytest.MonkeyPatch.context() as patch:  # a frozen clock that moves only when slept on
+        # A frozen clock that moves only when tracking waits on it. Other sleeps stay real: subprocess's wait loop
+        # (the code record's `git`) sleeps until a real deadline, and would run a fake clock hours ahead of the
+        # evaluation's child process, whose event file would then sort before the training session's.
+        with pytest.MonkeyPatch.context() as patch:
             patch.setattr(time, "time", lambda: clock["now"])
-            patch.setattr(time, "sleep", sleep)
+            patch.setattr(tracking, "time", SimpleNamespace(time=lambda: clock["now"], sleep=sleep))
             assert execute(config, manifests, root / "results")["status"] == "finished"
     else:
         assert execute(config, manifests, root / "results")["status"] == "finished"
