@@ -1,10 +1,14 @@
 """A short vanilla-OPD run in the tiny profile's regime brings the student closer to its teacher on
 held-out questions, measured by the exact reverse KL (not by anything the trainer logs).
 
-The run trains in its own process in the portable numerics mode (gropd/numerics.py): its bits, hence the
-outcome asserted, are the same on the Intel Xeons checked (not yet across vendors: README, What is reproducible).
-In the native mode they are not (GR-OPD's KL fell to 0.0088 on an AMD EPYC and rose to 0.0161 on an Intel Xeon from
-the same 0.0152)."""
+The run trains in its own process in the portable numerics mode (gropd/numerics.py), whose bits are the same on
+the Intel Xeons checked. Only OPD is asserted. One seed's GR-OPD outcome (λ = 0.25) is not monotone in the run's
+length here, so no length a test can pay for asserts it: held-out KL per token from 0.0152 after 40, 60, 75 and 100
+rollout batches, 0.0155, 0.0103, 0.0162 and 0.0093 (this portable mode, code d13ec92, Intel Xeon family 6 model
+167; `train.steps=N` of the test below with `table1__I4nothink-I1.7nothink__gropd`). GR-OPD's credit and loss are
+checked against hand-computed values (tests/test_credit.py, tests/test_loss.py), its training step bit for bit
+against a committed GR-OPD run (tests/test_portable_numerics.py); what it does to the tiny students is what
+Table 1's seeds report (README)."""
 
 from __future__ import annotations
 
@@ -28,8 +32,8 @@ from gropd.model.rollout.hf import HFRollout
 
 pytestmark = pytest.mark.slow
 PAIRING = "I4nothink-I1.7nothink"
-STEPS = {"opd": 40, "gropd": 100}  # rollout batches a method needs here (see the docstring)
-FALLS_TO = {"opd": 0.75, "gropd": 0.9}  # the held-out KL after, as a fraction of before, at most (the docstring)
+STEPS = 40  # rollout batches (see the test's docstring)
+FALLS_TO = 0.75  # the held-out KL after, as a fraction of before, at most (the test's docstring)
 CPU = torch.device("cpu")
 
 
@@ -58,21 +62,16 @@ def heldout_reverse_kl(student, teacher, tokenizer, questions: list[Question], s
     return float((kl * mask).sum() / mask.sum())
 
 
-@pytest.mark.parametrize("method", ["opd", "gropd"])
-def test_short_run_lowers_the_heldout_reverse_kl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str) -> None:
-    """Rollout batches of the tiny profile's regime (16 prompts x G = 8, two optimiser steps each, lr 2e-4
-    with warm-up and decay over the run), GR-OPD at the pairing's Table 1 λ = 0.25, trained in the portable mode.
-    KL per token from 0.0152: OPD after 40 batches → 0.0101 portable (0.0101 natively on an AMD EPYC); GR-OPD after
-    100 → 0.0121 portable (0.0088 natively on an AMD EPYC, 0.0161 on an Intel Xeon: one seed's GR-OPD outcome
-    depends on the float kernels, hence the portable mode, whose bits agree across the Intel Xeons checked). On the
-    AMD EPYC GR-OPD after 40 batches did not move it (→ 0.0155), and after 20 both rose (OPD 0.0168, GR-OPD 0.0209),
-    the run being all warm-up and decay. Asserted, below the portable outcomes: OPD lowers the KL by a quarter or more,
-    GR-OPD by a tenth or more."""
+def test_short_run_lowers_the_heldout_reverse_kl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rollout batches of the tiny profile's regime (16 prompts x G = 8, two optimiser steps each, lr 2e-4 with
+    warm-up and decay over the run), vanilla OPD in the portable mode. KL per token from 0.0152: after 30 batches
+    0.0128, after 40 0.0101 (code d13ec92, the Xeon above; 0.0101 natively on an AMD EPYC); asserted: 40 batches
+    lower it by a quarter or more."""
     root = project(tmp_path)
     monkeypatch.chdir(root)
     manifests = load_manifests(root / "experiments")
-    run_id = f"table1__{PAIRING}__{method}"
-    settings = [*FAST, f"train.steps={STEPS[method]}", "backend.numerics=portable", "backend.threads=1"]
+    run_id = f"table1__{PAIRING}__opd"
+    settings = [*FAST, f"train.steps={STEPS}", "backend.numerics=portable", "backend.threads=1"]
     command = [sys.executable, "-m", "gropd.cli", "run", run_id, "--profile", "tiny", *settings]
     done = subprocess.run(command, cwd=root, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip().endswith("finished"), done.stderr[-2000:]
@@ -88,5 +87,5 @@ def test_short_run_lowers_the_heldout_reverse_kl(tmp_path: Path, monkeypatch: py
     )
     kl_before = heldout_reverse_kl(before, teacher, tokenizer, questions, seed=7)
     kl_after = heldout_reverse_kl(after, teacher, tokenizer, questions, seed=7)
-    print(f"{method}, {STEPS[method]} batches: held-out reverse KL per token {kl_before:.4f} -> {kl_after:.4f}")
-    assert kl_after < FALLS_TO[method] * kl_before, f"held-out reverse KL per token: {kl_before:.4f} -> {kl_after:.4f}"
+    print(f"OPD, {STEPS} batches: held-out reverse KL per token {kl_before:.4f} -> {kl_after:.4f}")
+    assert kl_after < FALLS_TO * kl_before, f"held-out reverse KL per token: {kl_before:.4f} -> {kl_after:.4f}"
