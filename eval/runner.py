@@ -219,6 +219,7 @@ def evaluate_model(
     progress: bool = True,
     shard: tuple[int, int] = (0, 1),
     shard_lost: Callable[[int], str | None] = lambda rank: None,
+    grading_workers: int | None = None,
 ) -> dict | None:
     """Avg@K evaluation of the engine's model on `suites`; writes records and summary.json.
 
@@ -227,7 +228,7 @@ def evaluate_model(
     response without `</think>` has no answer. `shard` = (rank, world): this process samples its
     chunks of the evaluation (eval/shards.py); rank 0 then waits for the others, merges and returns
     the summary dict, the other ranks return None; `shard_lost(rank)` says why shard `rank` ended unfinished
-    (eval/shards.py: wait_for_shards).
+    (eval/shards.py: wait_for_shards); `grading_workers`: math-verify worker processes (None: one a core, at most 8).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -239,7 +240,7 @@ def evaluate_model(
     ]
     owners = assign_chunks([cost for _, _, cost in plan], world)
     mine = {(name, index) for (name, index, _), owner in zip(plan, owners, strict=True) if owner == rank}
-    with Grader(thinking=thinking) as grader:
+    with Grader(thinking=thinking, workers=grading_workers) as grader:
 
         def sample_suites(everything: bool) -> None:
             for name, (spec, questions) in suites.items():

@@ -150,4 +150,5 @@ def evaluate_run(
         thinking=mode == "think",
         shard=shard,
         shard_lost=lambda rank: shard_ended(run_dir.root, rank),
+        grading_workers=config.backend.threads,  # the run's CPU share (None: eval.grading's default)
     )

@@ -202,7 +202,7 @@ def build_context(
         teacher_prompt=PromptRenderer(tokenizer, teacher_mode, instruction),
         decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=False),
         pad_id=tokenizer.pad_token_id,
-        grader=Grader(thinking=student.mode == "think"),
+        grader=Grader(thinking=student.mode == "think", workers=config.backend.threads),  # the run's CPU share
         dump_dir=dump_dir,
         method=method(config.method) if config.method else None,
         constant_c=config.constant.c,
