@@ -20,6 +20,7 @@ decimal or a percentage, by no clause's pairing.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -127,7 +128,8 @@ def between(text: str, first: list, second: list) -> str:
 def anchors(text: str, offset: int) -> frozenset[str]:
     """The pairings (as the artefacts name them) that the clause around `offset` names; in a table's row, its cell
     and the row's first cell."""
-    starts = [m.end() for m in CLAUSE_END.finditer(text, 0, offset)]
+    paragraph = max(0, text.rfind("\n\n", 0, offset))  # a clause ends there: no need to read what is before it
+    starts = [m.end() for m in CLAUSE_END.finditer(text, paragraph, offset)]
     after = CLAUSE_END.search(text, offset)
     clause = text[starts[-1] if starts else 0 : after.start() if after else len(text)]
     line = text[text.rfind("\n", 0, offset) + 1 : offset]
@@ -200,23 +202,48 @@ class Either:
 
     def __init__(self, sets: list[Artefacts]):
         self.sets = sets
+        self.seen: dict[tuple[tuple[str, ...], frozenset[str]], bool] = {}  # each group read once (the mutants')
 
     def holds(self, numbers: list[str], where: frozenset[str] = frozenset()) -> bool:
-        return any(artefacts.holds(numbers, where) for artefacts in self.sets)
+        key = (tuple(numbers), where)
+        if key not in self.seen:
+            self.seen[key] = any(artefacts.holds(numbers, where) for artefacts in self.sets)
+        return self.seen[key]
+
+
+def built(out: Path) -> dict[tuple[str, ...], Either]:
+    """Each results directory tuple SECTIONS names -> the artefacts built (under `out`) from its directories."""
+    sets = {}
+    for runs in sorted({name for section in SECTIONS for name in section[3]}):
+        build(ARTEFACTS, profile="tiny", results_root=REPO / "results" / runs, experiments_dir=REPO / "experiments",
+              out_root=out / runs)  # fmt: skip
+        sets[runs] = Artefacts(out / runs / "tiny")
+    return {section[3]: Either([sets[name] for name in section[3]]) for section in SECTIONS}
+
+
+def texts() -> dict[str, str]:
+    """The text of each file SECTIONS reads, as committed."""
+    return {name: (REPO / name).read_text() for name, *_ in SECTIONS}
+
+
+def sections(text: dict[str, str]) -> list[tuple[str, tuple[str, ...], bool, str, int]]:
+    """(file, the results it reports, whether every number is read, the section's text, its offset in the file) of
+    each section of SECTIONS in `text` (file -> its text)."""
+    out = []
+    for name, start, end, runs, every in SECTIONS:
+        first = text[name].index(start)
+        last = text[name].index(end, first + len(start)) if end else len(text[name])
+        out.append((name, runs, every, text[name][first:last], first))
+    return out
 
 
 @pytest.fixture(scope="module")
 def artefacts(tmp_path_factory) -> dict[tuple[str, ...], Either]:
     """Each results directory tuple SECTIONS names -> the artefacts built from its directories."""
-    built = {}
-    for runs in sorted({name for section in SECTIONS for name in section[3]}):
-        out = tmp_path_factory.mktemp(f"figures-{runs}")
-        build(ARTEFACTS, profile="tiny", results_root=REPO / "results" / runs, experiments_dir=REPO / "experiments",
-              out_root=out)  # fmt: skip
-        built[runs] = Artefacts(out / "tiny")
-    return {section[3]: Either([built[name] for name in section[3]]) for section in SECTIONS}
+    return built(tmp_path_factory.mktemp("figures"))
 
 
+@functools.cache
 def counts(claims: Path) -> dict[str, int]:
     """The counts of runs round 7 states, from the runs' status.json (results/reference/tiny, results/native/tiny),
     and the pairs claim 6 judges (its section's bullets on the built claims page)."""
@@ -238,23 +265,19 @@ def counts(claims: Path) -> dict[str, int]:
     }
 
 
-def counted(name: str) -> list[tuple[int, int]]:
-    """The spans of `name`'s text that COUNTED's words cover, whatever their numbers."""
-    text = (REPO / name).read_text()
+def counted(text: str, name: str) -> list[tuple[int, int]]:
+    """The spans of `text` (file `name`'s) that COUNTED's words cover, whatever their numbers."""
     patterns = [re.escape(words).replace(r"\ ", r"\s+") for file, words in COUNTED if file == name]
     patterns = [re.sub(r"\\\{\w+\\\}", r"\\d+", pattern) for pattern in patterns]
     return [m.span() for pattern in patterns for m in re.finditer(pattern, text)]
 
 
-def stated() -> list[tuple[str, tuple[str, ...], list[str], frozenset[str], str]]:
+def stated(text: dict[str, str]) -> list[tuple[str, tuple[str, ...], list[str], frozenset[str], str]]:
     """(file, the results it reports, a group's numbers, the pairings its clause names, its context) of every section
-    in SECTIONS, less the ELSEWHERE ones."""
+    in SECTIONS of `text` (file -> its text), less the ELSEWHERE ones."""
     out = []
-    for name, start, end, runs, every in SECTIONS:
-        text = (REPO / name).read_text()
-        first = text.index(start)
-        section = text[first : text.index(end, first + len(start)) if end else len(text)]
-        spans = counted(name)
+    for name, runs, every, section, first in sections(text):
+        spans = counted(text[name], name)
         for numbers, offset in groups(section):
             context = " ".join(section[max(0, offset - 60) : offset + 40].split())
             if any(a <= first + offset < b for a, b in spans):
@@ -268,45 +291,62 @@ def stated() -> list[tuple[str, tuple[str, ...], list[str], frozenset[str], str]
     return out
 
 
-def test_every_stated_result_is_in_the_artefacts(artefacts) -> None:
-    absent = [
+def absent(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
+    """Each group of `text` (file -> its text) stated but in no artefact built from the runs its section reports."""
+    return [
         f"{name}: {numbers} in '…{context}…' (results/{' or '.join(runs)}{', on a line naming ' if where else ''}"
         f"{' or '.join(sorted(where))})"
-        for name, runs, numbers, where, context in stated()
+        for name, runs, numbers, where, context in stated(text)
         if not artefacts[runs].holds(numbers, where)
     ]
-    assert absent == [], "stated, but in no artefact built from the runs the section reports:\n" + "\n".join(absent)
+
+
+def uncounted(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
+    """Each of COUNTED's sentences, with the counts of the runs, that `text` (file -> its text) does not state."""
+    found = counts(artefacts[("reference",)].sets[0].out / "claims.md")
+    return [
+        f"{name}: '{words.format(**found)}'"
+        for name, words in COUNTED
+        if words.format(**found) not in " ".join(text[name].split())
+    ]
+
+
+def misjudged(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
+    """Each verdict `text` (file -> its text) states of a claim that is not the claims page's (sections of one
+    results directory)."""
+    verdicts = dict(SUMMARY.findall((artefacts[("reference",)].sets[0].out / "claims.md").read_text()))
+    assert len(verdicts) > 10, verdicts
+    wrong = []
+    for name, runs, every, section, _ in sections(text):
+        if not every or runs != ("reference",):
+            continue
+        for match in VERDICT.finditer(" ".join(section.split())):
+            claims = re.split(r", | and ", match.group(1))
+            wrong += [f"{name}: '{match.group(0)}': claim {c} is {verdicts.get(c)}" for c in claims
+                      if verdicts.get(c) != match.group(2)]  # fmt: skip
+    return wrong
+
+
+CHECKS = {"absent": absent, "uncounted": uncounted, "misjudged": misjudged}  # each: what it finds wrong
+
+
+def test_every_stated_result_is_in_the_artefacts(artefacts) -> None:
+    found = absent(artefacts, texts())
+    assert found == [], "stated, but in no artefact built from the runs the section reports:\n" + "\n".join(found)
 
 
 def test_the_counts_of_runs_are_the_runs_counted(artefacts) -> None:
     """Round 7's counts of runs, each counted from the committed runs (and claim 6's judged pairs from the claims
     page built from them): 152 runs, 110 remade, 26 twins ... , so a changed digit is a sentence not found."""
-    found = counts(artefacts[("reference",)].sets[0].out / "claims.md")
-    absent = [
-        f"{name}: '{words.format(**found)}'"
-        for name, words in COUNTED
-        if words.format(**found) not in " ".join((REPO / name).read_text().split())
-    ]
-    assert absent == [], "a count of the runs the prose does not state as counted:\n" + "\n".join(absent)
+    found = uncounted(artefacts, texts())
+    assert found == [], "a count of the runs the prose does not state as counted:\n" + "\n".join(found)
 
 
 def test_each_stated_verdict_is_the_claims_pages(artefacts) -> None:
     """A verdict the prose states of a claim ("claim 6 reproduced", "claims 4 and 5 not reproduced") is the verdict
     of the claims page built from the runs its section reports (sections of one results directory)."""
-    verdicts = dict(SUMMARY.findall((artefacts[("reference",)].sets[0].out / "claims.md").read_text()))
-    wrong = []
-    for name, start, end, runs, every in SECTIONS:
-        if not every or runs != ("reference",):
-            continue
-        text = (REPO / name).read_text()
-        first = text.index(start)
-        section = " ".join(text[first : text.index(end, first + len(start)) if end else len(text)].split())
-        for match in VERDICT.finditer(section):
-            claims = re.split(r", | and ", match.group(1))
-            wrong += [f"{name}: '{match.group(0)}': claim {c} is {verdicts.get(c)}" for c in claims
-                      if verdicts.get(c) != match.group(2)]  # fmt: skip
-    assert len(verdicts) > 10, verdicts
-    assert wrong == [], "\n".join(wrong)
+    found = misjudged(artefacts, texts())
+    assert found == [], "\n".join(found)
 
 
 def test_a_group_changed_by_one_in_a_last_digit_is_caught(artefacts) -> None:
@@ -314,7 +354,7 @@ def test_a_group_changed_by_one_in_a_last_digit_is_caught(artefacts) -> None:
     a setting's value, that holds a decimal or a percentage, changed by one in its last digit, but where the change
     makes it another group the same file states (per-seed values one digit apart: "0.55 ± 0.13, 0.56 ± 0.13"),
     which no reading of numbers alone can tell from a true statement."""
-    everything = stated()
+    everything = stated(texts())
     said = {(name, tuple(numbers)) for name, _, numbers, _, _ in everything}
     uncaught = []
     for name, runs, numbers, where, context in everything:
