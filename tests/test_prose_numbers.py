@@ -52,6 +52,7 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
 ]
 NUMBER = re.compile(r"(?<![\w.])[−+-]?\d+(?:,\d{3})*(?:\.\d+)?%?(?!\w|\.\d)")  # "0.23." ends a sentence
 KNOB = re.compile(r"(λ|γ|c) ?= ?$")  # "λ = 0.25" in prose, "λ=0.25" in the artefacts' setting labels
+KNOB_GROUP = re.compile(r"(λ|γ|c)=")  # a group that is a setting's value, as `groups` reads it
 LABEL = re.compile(r"(λ|γ|c)=(\d+(?:\.\d+)?)(?![\w.])")
 ARTEFACTS = ["table1", "table2", "table3", "table4", "table5", "table6", "claims", "fig1"]
 PAIRINGS = {  # how the prose names a pairing -> how the artefacts do
@@ -69,6 +70,9 @@ VERDICT = re.compile(  # "claims 9a, 9b and 9c (what prevents the collapse) not 
     r"(not reproduced|reproduced|not tested)"
 )
 SUMMARY = re.compile(r"^\| (\d+′?[a-c]?)\. .* \| (not reproduced|reproduced|not tested) \|", re.M)  # the page's table
+SETTING = re.compile(r"(− )?(λ|γ|c) ?= ?(\d+(?:\.\d+)?)(?![\d.])")  # a setting in prose: "λ = 0.25", "− λ = 0"
+AT_SETTING = re.compile(r"\bat (?:λ|γ|c) ?= ?\d+(?:\.\d+)?(?![\d.])")  # "at λ = 0.25": the group before's
+ARTEFACT = re.compile(r"\b(Table|Figure) ([1-6])(?![\d–])(?!\()")  # "Table 1's": the artefact a number is read from
 SEEDS = re.compile(r" (?:paired )?seeds?\b(?! pairs)")  # "at 3 seeds": a setting's n, as the artefacts' "n=3"
 STEPS = re.compile(r"\bsteps? $")  # "(steps 82, 99, 92)": the steps at which runs collapsed ("collapsed at step 82")
 NAMES = re.compile(
@@ -125,16 +129,35 @@ def between(text: str, first: list, second: list) -> str:
     return text[first[-1][1] + len(NUMBER.match(text, first[-1][1]).group(0)) : second[0][1]].strip()
 
 
-def anchors(text: str, offset: int) -> frozenset[str]:
-    """The pairings (as the artefacts name them) that the clause around `offset` names; in a table's row, its cell
-    and the row's first cell."""
+def clause(text: str, offset: int) -> tuple[int, int]:
+    """The start and end of the clause around `offset`."""
     paragraph = max(0, text.rfind("\n\n", 0, offset))  # a clause ends there: no need to read what is before it
     starts = [m.end() for m in CLAUSE_END.finditer(text, paragraph, offset)]
     after = CLAUSE_END.search(text, offset)
-    clause = text[starts[-1] if starts else 0 : after.start() if after else len(text)]
+    return starts[-1] if starts else 0, after.start() if after else len(text)
+
+
+def anchors(text: str, offset: int) -> frozenset[str]:
+    """The pairings (as the artefacts name them) that the clause around `offset` names; in a table's row, its cell
+    and the row's first cell."""
+    clause_ = text[slice(*clause(text, offset))]
     line = text[text.rfind("\n", 0, offset) + 1 : offset]
-    clause += " " + line.split("|")[1] if line.startswith("|") else ""
-    return frozenset(PAIRINGS[m.group(1)] for m in PAIRING.finditer(clause))
+    clause_ += " " + line.split("|")[1] if line.startswith("|") else ""
+    return frozenset(PAIRINGS[m.group(1)] for m in PAIRING.finditer(clause_))
+
+
+def needs(text: str, offset: int, previous: int, after: int) -> frozenset[str]:
+    """What the words leading to the group at `offset` name (from its clause's start, or the last ": ", or the group
+    before it at `previous`), and the words after it up to the next group (at `after`) name after an "at", that the
+    artefact line carrying it must name too: each setting ("λ = 0" -> "λ=0.0"; none where the words before join
+    two by "and", "λ = 0.064 and γ = 1 ... each": then either may be meant) and the table or figure it is read from
+    ("Table 1's λ = 0.25 at 43.01 ± 0.80" -> "[table1]")."""
+    words = text[max(clause(text, offset)[0], previous + 1) : offset]
+    words = AT_SETTING.sub("", words.rsplit(": ", 1)[-1])  # "+0.30 [...] at λ = 0.2 and": the group before's
+    settings = SETTING.findall(words) if " and " not in words else []
+    settings += SETTING.findall("".join(AT_SETTING.findall(text[offset:after])))  # "+0.01 [...] at λ = 0.25"
+    labels = {f"{knob}={float(number)}{'?' if minus else ''}" for minus, knob, number in settings}
+    return frozenset(labels | {f"[{kind.lower()}{n}]" for kind, n in ARTEFACT.findall(words)})
 
 
 def named(line: str) -> str:
@@ -145,16 +168,52 @@ def named(line: str) -> str:
     return line + "".join(f" {p}" for p in PAIRINGS.values() if side in p.split("→")) if row else line
 
 
+def on(line: str, where: frozenset[str]) -> bool:
+    """Whether an artefact's line answers `where`: it names one of its pairings (if it names any), every setting it
+    names ("λ=0.0": a label of the line with that value; "λ=0.25?", a difference's subtrahend, may be left implicit
+    by a line that sets λ to no other value: Table 2's column "vs Table 1's GR-OPD"), and is of the artefact it names
+    ("[table1]")."""
+    pairings = [w for w in where if "=" not in w and not w.startswith("[")]
+    labels = {f"{knob}={float(v)}" for knob, v in LABEL.findall(line)}
+    named = {w.rstrip("?") for w in where}
+    others = {label.split("=")[0] for label in labels - named}  # knobs the line sets to a value `where` does not name
+    return (not pairings or any(p in line for p in pairings)) and all(
+        line.startswith(w) if w.startswith("[") else w.rstrip("?") in labels or (w[-1] == "?" and w[0] not in others)
+        for w in where
+        if w not in pairings
+    )
+
+
+def headers(text: str) -> list[list[str]]:
+    """The header cells of the table each line of `text` is a row of ([] outside a table)."""
+    out, header = [], []
+    for line in text.splitlines():
+        header = (header or [c.strip() for c in line.split("|")]) if line.startswith("|") else []
+        out.append(header)
+    return out
+
+
+def labelled(line: str, header: list[str]) -> str:
+    """The settings a table's row holds in a column headed by its knob ("| 0.5 |" under "| λ |"), as labels
+    (" λ=0.5"), for `on` to read."""
+    cells = [c.strip() for c in line.split("|")]
+    pairs = zip(header, cells, strict=False) if len(cells) == len(header) else ()
+    return "".join(f" {knob}={cell}" for knob, cell in pairs if knob in ("λ", "γ") and NUMBER.fullmatch(cell))
+
+
 class Artefacts:
     """The numbers of the built artefacts, in reading order per file and per line, and experiments/'s configuration
     values."""
 
     def __init__(self, out: Path):
         self.out = out
-        texts = [path.read_text() for path in sorted(out.glob("*")) if path.suffix in (".md", ".csv", ".tex")]
+        paths = [path for path in sorted(out.glob("*")) if path.suffix in (".md", ".csv", ".tex")]
+        texts = [path.read_text() for path in paths]
         self.streams = [[value(t) for t in NUMBER.findall(text)] for text in texts]
-        self.lines = [
-            (named(line), [value(t) for t in NUMBER.findall(line)]) for text in texts for line in text.splitlines()
+        self.lines = [  # each line led by its artefact's name ("[table1] "), read by `on`
+            (f"[{path.stem}] {named(line)}{labelled(line, header)}", [value(t) for t in NUMBER.findall(line)])
+            for path, text in zip(paths, texts, strict=True)
+            for line, header in zip(text.splitlines(), headers(text), strict=True)
         ]
         manifests = [*REPO.glob("experiments/*.yaml"), *REPO.glob("experiments/*/*.yaml")]
         self.config = {value(t).lstrip("-") for path in manifests for t in NUMBER.findall(path.read_text())}
@@ -163,13 +222,13 @@ class Artefacts:
         }
 
     def named(self, where: frozenset[str]) -> list[str]:
-        """The artefacts' lines naming a pairing of `where` (all of them when it names none)."""
-        return [line for line, _ in self.lines if not where or any(p in line for p in where)]
+        """The artefacts' lines `on` `where` (all of them when it is empty)."""
+        return [line for line, _ in self.lines if on(line, where)]
 
     def consecutive(self, numbers: list[str], where: frozenset[str] = frozenset()) -> bool:
         """Whether `numbers` follow each other in an artefact; with pairings in `where`, on a line naming one."""
         n = len(numbers)
-        lines = [(line, s) for line, s in self.lines if any(p in line for p in where)] if where else self.lines
+        lines = [(line, s) for line, s in self.lines if on(line, where)] if where else self.lines
         if n == 2 and all(v.lstrip("-").isdigit() for v in numbers):  # a count: "2 of 3", word for word
             return any(f"{numbers[0]} of {numbers[1]}" in line for line, _ in lines)
         streams = [s for _, s in lines] if where else self.streams
@@ -278,14 +337,19 @@ def stated(text: dict[str, str]) -> list[tuple[str, tuple[str, ...], list[str], 
     out = []
     for name, runs, every, section, first in sections(text):
         spans = counted(text[name], name)
-        for numbers, offset in groups(section):
+        previous = -1  # the offset of the group before, but a setting's value
+        read = groups(section)
+        for (numbers, offset), after in zip(read, [o for _, o in read[1:]] + [len(section)], strict=True):
             context = " ".join(section[max(0, offset - 60) : offset + 40].split())
             if any(a <= first + offset < b for a, b in spans):
                 continue
             if any(words in " ".join(section[max(0, offset - 40) : offset + 60].split()) for words in ELSEWHERE):
                 continue
             if every:
-                out.append((name, runs, numbers, anchors(section, offset), context))
+                out.append(
+                    (name, runs, numbers, anchors(section, offset) | needs(section, offset, previous, after), context)
+                )
+                previous = offset if not KNOB_GROUP.match(numbers[0]) else previous
             elif any("." in v or "%" in v for v in numbers):
                 out.append((name, runs, numbers, frozenset(), context))
     return out
