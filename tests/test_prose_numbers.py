@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from gropd.report import ARTEFACTS as REPORTED
 from gropd.report import build
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,6 +74,10 @@ SUMMARY = re.compile(r"^\| (\d+′?[a-c]?)\. .* \| (not reproduced|reproduced|no
 SETTING = re.compile(r"(− )?(λ|γ|c) ?= ?(\d+(?:\.\d+)?)(?![\d.])")  # a setting in prose: "λ = 0.25", "− λ = 0"
 AT_SETTING = re.compile(r"\bat (?:λ|γ|c) ?= ?\d+(?:\.\d+)?(?![\d.])")  # "at λ = 0.25": the group before's
 ARTEFACT = re.compile(r"\b(Table|Figure) ([1-6])(?![\d–])(?!\()")  # "Table 1's": the artefact a number is read from
+NAME = re.compile(  # "claims 4′a, 4′b and 5′", "Tables 3–6", "round 7", "seeds 0–2": what a name names
+    r"\b([Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?) "
+    r"((?:\d+–\d+|\d+′?[a-c]?)(?:(?:, | and )(?:\d+–\d+|\d+′?[a-c]?))*)(?![\d.])"
+)
 SEEDS = re.compile(r" (?:paired )?seeds?\b(?! pairs)")  # "at 3 seeds": a setting's n, as the artefacts' "n=3"
 STEPS = re.compile(r"\bsteps? $")  # "(steps 82, 99, 92)": the steps at which runs collapsed ("collapsed at step 82")
 NAMES = re.compile(
@@ -391,7 +396,33 @@ def misjudged(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) ->
     return wrong
 
 
-CHECKS = {"absent": absent, "uncounted": uncounted, "misjudged": misjudged}  # each: what it finds wrong
+def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
+    """Each name in a section read whole of `text` (file -> its text) that names nothing: a claim the claims page
+    does not judge, a table or figure the report does not build, a round TINY.md has not reached, a seed no
+    committed run has. A range ("Tables 3–6", "seeds 0–2") names each of its members."""
+    claims = set(SUMMARY.findall((artefacts[("reference",)].sets[0].out / "claims.md").read_text()))
+    rounds = {m for m in re.findall(r"^## Round (\d+)", text["experiments/TINY.md"], re.M)}
+    seeds = {str(json.loads(path.read_text())["seed"]) for path in (REPO / "results").glob("*/tiny/*/status.json")}
+    exist = {
+        "claim": {c for c, _ in claims},
+        "table": {name[5:] for name in REPORTED if name.startswith("table")},
+        "figure": {name[3:] for name in REPORTED if name.startswith("fig")},
+        "round": rounds,
+        "seed": seeds,
+    }
+    wrong = []
+    for name, _, every, section, _ in sections(text):
+        for match in NAME.finditer(section if every else ""):
+            kind = match.group(1).lower().rstrip("s")
+            members = re.split(r", | and ", match.group(2))
+            for member in members:
+                first, _, last = member.partition("–")
+                span = [str(n) for n in range(int(first), int(last) + 1)] if last else [first]
+                wrong += [f"{name}: '{match.group(0)}': no {kind} {n}" for n in span if n not in exist[kind]]
+    return wrong
+
+
+CHECKS = {"absent": absent, "uncounted": uncounted, "misjudged": misjudged, "misnamed": misnamed}  # what each finds
 
 
 def test_every_stated_result_is_in_the_artefacts(artefacts) -> None:
@@ -404,6 +435,13 @@ def test_the_counts_of_runs_are_the_runs_counted(artefacts) -> None:
     page built from them): 152 runs, 110 remade, 26 twins ... , so a changed digit is a sentence not found."""
     found = uncounted(artefacts, texts())
     assert found == [], "a count of the runs the prose does not state as counted:\n" + "\n".join(found)
+
+
+def test_each_name_names_something(artefacts) -> None:
+    """Each claim, table, figure, round and seed the prose names exists: on the claims page, among the report's
+    artefacts, in TINY.md's rounds, among the committed runs' seeds."""
+    found = misnamed(artefacts, texts())
+    assert found == [], "\n".join(found)
 
 
 def test_each_stated_verdict_is_the_claims_pages(artefacts) -> None:
