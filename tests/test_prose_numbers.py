@@ -50,6 +50,10 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
     ("experiments/TINY.md", "the {sweeps} runs of grids `lambda` and `gamma`, which replace the other {replaced}"),
     ("experiments/TINY.md", "Of the {sweeps}, {twins} are twins copied from other grids and {trained} trained"),
     ("experiments/TINY.md", "every one of the {pairs} judged pairs resolved"),
+    ("experiments/TINY.md", "Intel Xeon (family {family} model {model}), two runs"),  # the machine every run records
+    ("README.md", "Intel Xeon (family {family} model {model}; each run's"),
+    ("README.md", "mean ± sample std over seeds {seeds}, in"),  # the seeds of the runs, first to last
+    ("experiments/TINY.md", "paired intervals are 95% t over seeds {seeds} (df"),
 ]
 NUMBER = re.compile(r"(?<![\w.])[−+-]?\d+(?:,\d{3})*(?:\.\d+)?%?(?!\w|\.\d)")  # "0.23." ends a sentence
 KNOB = re.compile(r"(λ|γ|c) ?= ?$")  # "λ = 0.25" in prose, "λ=0.25" in the artefacts' setting labels
@@ -115,6 +119,8 @@ def groups(text: str) -> list[tuple[list[str], int]]:
             and (SEEDS.match(text, match.end()) or text.endswith("n = ", 0, match.start()))
         ):
             number = f"n={number}"
+        if not current and number.isdigit() and text.endswith("df = ", 0, match.start()):  # a t interval's df: n − 1
+            number = f"n={int(number) + 1}"
         step = STEPS.search(text, max(0, match.start() - 7), match.start()) or (
             found and gap in (",", "and") and found[-1][-1][0].startswith("step ")
         )
@@ -326,13 +332,21 @@ def counts(claims: Path) -> dict[str, int]:
         "twins": sum(bool(s.get("copied_from")) for s in sweeps),
         "trained": sum(not s.get("copied_from") for s in sweeps),
         "pairs": sum(line.startswith("- ") for line in section.splitlines()),
+        "family": one({m["cpu"]["family"] for s in runs["reference"] for m in s["machines"]}),
+        "model": one({m["cpu"]["model"] for s in runs["reference"] for m in s["machines"]}),
+        "seeds": "–".join(str(f(s["seed"] for s in runs["reference"])) for f in (min, max)),
     }
+
+
+def one(values: set[str]) -> str:
+    """The one value every run records ("?" where they differ: no sentence states it)."""
+    return next(iter(values)) if len(values) == 1 else "?"
 
 
 def counted(text: str, name: str) -> list[tuple[int, int]]:
     """The spans of `text` (file `name`'s) that COUNTED's words cover, whatever their numbers."""
     patterns = [re.escape(words).replace(r"\ ", r"\s+") for file, words in COUNTED if file == name]
-    patterns = [re.sub(r"\\\{\w+\\\}", r"\\d+", pattern) for pattern in patterns]
+    patterns = [re.sub(r"\\\{\w+\\\}", r"[\\d–]+", pattern) for pattern in patterns]
     return [m.span() for pattern in patterns for m in re.finditer(pattern, text)]
 
 
@@ -396,6 +410,13 @@ def misjudged(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) ->
     return wrong
 
 
+def unsourced(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
+    """Each of ELSEWHERE's words that no file of `text` (file -> its text) states: a number read from elsewhere is
+    read there, as those words, or not at all."""
+    stated = [" ".join(words.split()) for words in text.values()]
+    return [f"ELSEWHERE: '{words}' stated nowhere" for words in ELSEWHERE if not any(words in t for t in stated)]
+
+
 def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
     """Each name in a section read whole of `text` (file -> its text) that names nothing: a claim the claims page
     does not judge, a table or figure the report does not build, a round TINY.md has not reached, a seed no
@@ -422,7 +443,13 @@ def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> 
     return wrong
 
 
-CHECKS = {"absent": absent, "uncounted": uncounted, "misjudged": misjudged, "misnamed": misnamed}  # what each finds
+CHECKS = {  # what each finds wrong
+    "absent": absent,
+    "uncounted": uncounted,
+    "misjudged": misjudged,
+    "misnamed": misnamed,
+    "unsourced": unsourced,
+}
 
 
 def test_every_stated_result_is_in_the_artefacts(artefacts) -> None:
@@ -435,6 +462,11 @@ def test_the_counts_of_runs_are_the_runs_counted(artefacts) -> None:
     page built from them): 152 runs, 110 remade, 26 twins ... , so a changed digit is a sentence not found."""
     found = uncounted(artefacts, texts())
     assert found == [], "a count of the runs the prose does not state as counted:\n" + "\n".join(found)
+
+
+def test_each_number_from_elsewhere_is_stated(artefacts) -> None:
+    found = unsourced(artefacts, texts())
+    assert found == [], "\n".join(found)
 
 
 def test_each_name_names_something(artefacts) -> None:
