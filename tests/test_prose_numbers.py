@@ -142,7 +142,8 @@ def between(text: str, first: list, second: list) -> str:
 
 def clause(text: str, offset: int) -> tuple[int, int]:
     """The start and end of the clause around `offset`."""
-    paragraph = max(0, text.rfind("\n\n", 0, offset))  # a clause ends there: no need to read what is before it
+    line = text.rfind("\n", 0, offset) + 1  # a table row's first "|" ends a clause, as a paragraph's start does:
+    paragraph = line if text.startswith("|", line) else max(0, text.rfind("\n\n", 0, offset))  # none before counts
     starts = [m.end() for m in CLAUSE_END.finditer(text, paragraph, offset)]
     after = CLAUSE_END.search(text, offset)
     return starts[-1] if starts else 0, after.start() if after else len(text)
@@ -355,22 +356,31 @@ def stated(text: dict[str, str]) -> list[tuple[str, tuple[str, ...], list[str], 
     in SECTIONS of `text` (file -> its text), less the ELSEWHERE ones."""
     out = []
     for name, runs, every, section, first in sections(text):
-        spans = counted(text[name], name)
-        previous = -1  # the offset of the group before, but a setting's value
-        read = groups(section)
-        for (numbers, offset), after in zip(read, [o for _, o in read[1:]] + [len(section)], strict=True):
-            context = " ".join(section[max(0, offset - 60) : offset + 40].split())
-            if any(a <= first + offset < b for a, b in spans):
-                continue
-            if any(words in " ".join(section[max(0, offset - 40) : offset + 60].split()) for words in ELSEWHERE):
-                continue
-            if every:
-                out.append(
-                    (name, runs, numbers, anchors(section, offset) | needs(section, offset, previous, after), context)
-                )
-                previous = offset if not KNOB_GROUP.match(numbers[0]) else previous
-            elif any("." in v or "%" in v for v in numbers):
-                out.append((name, runs, numbers, frozenset(), context))
+        out += read_section(name, runs, every, section, first, tuple(counted(text[name], name)))
+    return out
+
+
+@functools.lru_cache(maxsize=64)  # the mutants change one section at a time: the others are read once
+def read_section(
+    name: str, runs: tuple[str, ...], every: bool, section: str, first: int, spans: tuple[tuple[int, int], ...]
+) -> list[tuple[str, tuple[str, ...], list[str], frozenset[str], str]]:
+    """`stated` of one section (at `first` in file `name`), the spans COUNTED covers left out."""
+    out = []
+    previous = -1  # the offset of the group before, but a setting's value
+    read = groups(section)
+    for (numbers, offset), after in zip(read, [o for _, o in read[1:]] + [len(section)], strict=True):
+        context = " ".join(section[max(0, offset - 60) : offset + 40].split())
+        if any(a <= first + offset < b for a, b in spans):
+            continue
+        if any(words in " ".join(section[max(0, offset - 40) : offset + 60].split()) for words in ELSEWHERE):
+            continue
+        if every:
+            out.append(
+                (name, runs, numbers, anchors(section, offset) | needs(section, offset, previous, after), context)
+            )
+            previous = offset if not KNOB_GROUP.match(numbers[0]) else previous
+        elif any("." in v or "%" in v for v in numbers):
+            out.append((name, runs, numbers, frozenset(), context))
     return out
 
 
@@ -417,13 +427,19 @@ def unsourced(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) ->
     return [f"ELSEWHERE: '{words}' stated nowhere" for words in ELSEWHERE if not any(words in t for t in stated)]
 
 
+@functools.cache
+def run_seeds() -> set[str]:
+    """The seeds of the committed runs (results/*/tiny/*/status.json)."""
+    return {str(json.loads(path.read_text())["seed"]) for path in (REPO / "results").glob("*/tiny/*/status.json")}
+
+
 def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
     """Each name in a section read whole of `text` (file -> its text) that names nothing: a claim the claims page
     does not judge, a table or figure the report does not build, a round TINY.md has not reached, a seed no
     committed run has. A range ("Tables 3–6", "seeds 0–2") names each of its members."""
     claims = set(SUMMARY.findall((artefacts[("reference",)].sets[0].out / "claims.md").read_text()))
     rounds = {m for m in re.findall(r"^## Round (\d+)", text["experiments/TINY.md"], re.M)}
-    seeds = {str(json.loads(path.read_text())["seed"]) for path in (REPO / "results").glob("*/tiny/*/status.json")}
+    seeds = run_seeds()
     exist = {
         "claim": {c for c, _ in claims},
         "table": {name[5:] for name in REPORTED if name.startswith("table")},
