@@ -1,6 +1,6 @@
 """tools/prose_mutations.py over README's "What is reproduced so far" and TINY.md's round 7 results (issue 52): a
-changed digit of any number there fails the prose test, but the numbers of the kinds the tool names as accepted
-(each with its reason) or known (a gap still to close)."""
+changed digit of any number there fails the prose test, but the numbers of the kinds the tool accepts (ACCEPTED, each
+with its reason)."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gropd.report import ARTEFACTS as REPORTED
 from gropd.report import build
@@ -52,7 +53,11 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
     ("experiments/TINY.md", "every one of the {pairs} judged pairs resolved"),
     ("experiments/TINY.md", "Intel Xeon (family {family} model {model}), two runs"),  # the machine every run records
     ("README.md", "Intel Xeon (family {family} model {model}; each run's"),
-    ("README.md", "mean ± sample std over seeds {seeds}, in"),  # the seeds of the runs, first to last
+    ("README.md", "mean ± sample std over seeds {seeds}, in"),
+    (
+        "README.md",
+        "questions {questions} of each suite",
+    ),  # the tiny profile's evaluation: first question, how many  # the seeds of the runs, first to last
     ("experiments/TINY.md", "paired intervals are 95% t over seeds {seeds} (df"),
 ]
 NUMBER = re.compile(r"(?<![\w.])[−+-]?\d+(?:,\d{3})*(?:\.\d+)?%?(?!\w|\.\d)")  # "0.23." ends a sentence
@@ -82,6 +87,18 @@ NAME = re.compile(  # "claims 4′a, 4′b and 5′", "Tables 3–6", "round 7",
     r"\b([Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?) "
     r"((?:\d+–\d+|\d+′?[a-c]?)(?:(?:, | and )(?:\d+–\d+|\d+′?[a-c]?))*)(?![\d.])"
 )
+WORDS = ("excludes", "above")  # "interval excludes 0", "lies above 0": a rule's words with its number
+WORDED = re.compile(rf"\b({'|'.join(WORDS)}) $")
+STEP_LIST = re.compile(r"\(steps (\d+(?:, \d+)+)\)")  # the steps a setting's seeds collapsed at, seed by seed
+LENGTHS = [  # (file, words stating a range of mean lengths, the claim whose runs' lengths they state)
+    (
+        "experiments/TINY.md",
+        "mean length over the last 10% between {low} and {high} tokens in every run of the claim",
+        "4",
+    ),
+    ("experiments/TINY.md", "mean length over its last 10% of steps is between {low} and {high} tokens", "5"),
+    ("README.md", "responses of {low} to {high} tokens (claim 5's runs, their last 10% of steps)", "5"),
+]
 SEEDS = re.compile(r" (?:paired )?seeds?\b(?! pairs)")  # "at 3 seeds": a setting's n, as the artefacts' "n=3"
 STEPS = re.compile(r"\bsteps? $")  # "(steps 82, 99, 92)": the steps at which runs collapsed ("collapsed at step 82")
 NAMES = re.compile(
@@ -119,6 +136,9 @@ def groups(text: str) -> list[tuple[list[str], int]]:
             and (SEEDS.match(text, match.end()) or text.endswith("n = ", 0, match.start()))
         ):
             number = f"n={number}"
+        worded = WORDED.search(text, max(0, match.start() - 10), match.start())
+        if not current and number.isdigit() and worded:  # "excludes 0": the rule's words, as the artefacts write them
+            number = f"{worded.group(1)} {number}"
         if not current and number.isdigit() and text.endswith("df = ", 0, match.start()):  # a t interval's df: n − 1
             number = f"n={int(number) + 1}"
         step = STEPS.search(text, max(0, match.start() - 7), match.start()) or (
@@ -162,14 +182,17 @@ def needs(text: str, offset: int, previous: int, after: int) -> frozenset[str]:
     """What the words leading to the group at `offset` name (from its clause's start, or the last ": ", or the group
     before it at `previous`), and the words after it up to the next group (at `after`) name after an "at", that the
     artefact line carrying it must name too: each setting ("λ = 0" -> "λ=0.0"; none where the words before join
-    two by "and", "λ = 0.064 and γ = 1 ... each": then either may be meant) and the table or figure it is read from
-    ("Table 1's λ = 0.25 at 43.01 ± 0.80" -> "[table1]")."""
-    words = text[max(clause(text, offset)[0], previous + 1) : offset]
-    words = AT_SETTING.sub("", words.rsplit(": ", 1)[-1])  # "+0.30 [...] at λ = 0.2 and": the group before's
+    two by "and", "λ = 0.064 and γ = 1 ... each": then either may be meant) and the tables or figures it is read
+    from, one of them ("Table 1's λ = 0.25 at 43.01 ± 0.80" -> "[table1]"; "Table 6's ... and Figure 1's runs: 1 seed"
+    -> "[figure1]|[table6]")."""
+    leading = text[max(clause(text, offset)[0], previous + 1) : offset]
+    words = AT_SETTING.sub("", leading.rsplit(": ", 1)[-1])  # "+0.30 [...] at λ = 0.2 and": the group before's
     settings = SETTING.findall(words) if " and " not in words else []
     settings += SETTING.findall("".join(AT_SETTING.findall(text[offset:after])))  # "+0.01 [...] at λ = 0.25"
     labels = {f"{knob}={float(number)}{'?' if minus else ''}" for minus, knob, number in settings}
-    return frozenset(labels | {f"[{kind.lower()}{n}]" for kind, n in ARTEFACT.findall(words)})
+    naming = leading if leading.endswith(": ") else words  # "Figure 1's runs: 1 seed": what the colon introduces
+    artefacts = "|".join(sorted({f"[{kind.lower()}{n}]" for kind, n in ARTEFACT.findall(naming)}))
+    return frozenset(labels | ({artefacts} if artefacts else set()))
 
 
 def named(line: str) -> str:
@@ -184,13 +207,15 @@ def on(line: str, where: frozenset[str]) -> bool:
     """Whether an artefact's line answers `where`: it names one of its pairings (if it names any), every setting it
     names ("λ=0.0": a label of the line with that value; "λ=0.25?", a difference's subtrahend, may be left implicit
     by a line that sets λ to no other value: Table 2's column "vs Table 1's GR-OPD"), and is of the artefact it names
-    ("[table1]")."""
+    ("[table1]"; "[figure1]|[table6]": either)."""
     pairings = [w for w in where if "=" not in w and not w.startswith("[")]
     labels = {f"{knob}={float(v)}" for knob, v in LABEL.findall(line)}
     named = {w.rstrip("?") for w in where}
     others = {label.split("=")[0] for label in labels - named}  # knobs the line sets to a value `where` does not name
     return (not pairings or any(p in line for p in pairings)) and all(
-        line.startswith(w) if w.startswith("[") else w.rstrip("?") in labels or (w[-1] == "?" and w[0] not in others)
+        line.startswith(tuple(w.split("|")))
+        if w.startswith("[")
+        else w.rstrip("?") in labels or (w[-1] == "?" and w[0] not in others)
         for w in where
         if w not in pairings
     )
@@ -206,11 +231,12 @@ def headers(text: str) -> list[list[str]]:
 
 
 def labelled(line: str, header: list[str]) -> str:
-    """The settings a table's row holds in a column headed by its knob ("| 0.5 |" under "| λ |"), as labels
-    (" λ=0.5"), for `on` to read."""
+    """The settings a table's row holds in a column headed by its knob ("| 0.5 |" under "| λ |"), and its n (under
+    "| seeds |"), as labels (" λ=0.5", " n=3") for `on` and `holds` to read."""
     cells = [c.strip() for c in line.split("|")]
     pairs = zip(header, cells, strict=False) if len(cells) == len(header) else ()
-    return "".join(f" {knob}={cell}" for knob, cell in pairs if knob in ("λ", "γ") and NUMBER.fullmatch(cell))
+    labels = {"λ": "λ=", "γ": "γ=", "seeds": "n="}  # a seeds column: the row's n
+    return "".join(f" {labels[head]}{cell}" for head, cell in pairs if head in labels and NUMBER.fullmatch(cell))
 
 
 class Artefacts:
@@ -251,6 +277,8 @@ class Artefacts:
         or mirrored (an interval's b − a; a lone number's magnitude); a lone number outside such a clause may also be
         a configuration value or a share shown as a fraction; a setting's value ("λ=0.25") only the value of a
         setting the artefacts label."""
+        if len(numbers) == 1 and numbers[0].startswith(tuple(f"{w} " for w in WORDS)):  # "excludes 0", word for word
+            return any(re.search(rf"\b{numbers[0]}(?![\d.])", line) for line in self.named(where))
         if len(numbers) == 1 and numbers[0].startswith(("n=", "step ")):  # a setting's n, a collapse's step
             config = not where and numbers[0].startswith("step ") and numbers[0][5:] in self.config  # "at step 700"
             return config or any(re.search(rf"\b{numbers[0]}(?!\d)", line) for line in self.named(where))
@@ -323,6 +351,7 @@ def counts(claims: Path) -> dict[str, int]:
         for name in ("reference", "native")
     }
     sweeps = [s for s in runs["reference"] if s["grid"] in ("lambda", "gamma")]
+    evaluation = yaml.safe_load((REPO / "experiments" / "profiles" / "tiny.yaml").read_text())["eval"]
     section = claims.read_text().split("\n## 6. ", 1)[1].split("\n## ", 1)[0]
     return {
         "reference": len(runs["reference"]),
@@ -335,6 +364,7 @@ def counts(claims: Path) -> dict[str, int]:
         "pairs": sum(line.startswith("- ") for line in section.splitlines()),
         "family": one({m["cpu"]["family"] for s in runs["reference"] for m in s["machines"]}),
         "model": one({m["cpu"]["model"] for s in runs["reference"] for m in s["machines"]}),
+        "questions": f"{evaluation['first_question']}–{evaluation['first_question'] + evaluation['questions'] - 1}",
         "seeds": "–".join(str(f(s["seed"] for s in runs["reference"])) for f in (min, max)),
     }
 
@@ -433,6 +463,35 @@ def run_seeds() -> set[str]:
     return {str(json.loads(path.read_text())["seed"]) for path in (REPO / "results").glob("*/tiny/*/status.json")}
 
 
+def misread(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
+    """Each list of collapse steps ("(steps 82, 99, 92)") that no setting's runs, seed by seed, give (the claims
+    page's per-seed rows, consecutive), and each range of lengths LENGTHS names that does not hold its claim's runs'
+    mean lengths over their last 10% of steps (the claims page's, one decimal) within a token: low <= the least <
+    low + 1, the most <= high <= the most + 1."""
+    page = (artefacts[("reference",)].sets[0].out / "claims.md").read_text()
+    rows = page.splitlines()
+    wrong = []
+    for name, _, every, section, _ in sections(text):
+        for match in STEP_LIST.finditer(section if every else ""):
+            steps = match.group(1).split(", ")
+            if not any(
+                all(f"collapsed at step {step};" in rows[i + k] for k, step in enumerate(steps))
+                for i in range(len(rows) - len(steps) + 1)
+            ):
+                wrong.append(f"{name}: '{match.group(0)}': no setting's runs collapsed at these steps, seed by seed")
+    for name, words, claim in LENGTHS:
+        pattern = re.escape(words).replace(r"\ ", r"\s+").replace(r"\{low\}", r"(\d+)").replace(r"\{high\}", r"(\d+)")
+        found = re.search(pattern, text[name])
+        part = page.split(f"\n## {claim}. ", 1)[1].split("\n## ", 1)[0]
+        lengths = [float(v) for v in re.findall(r"\| [\d.]+ → ([\d.]+) \(cap \d+\) \|", part)]
+        low, high = (int(v) for v in found.groups()) if found else (None, None)
+        if not found or not lengths or not (low <= min(lengths) < low + 1 and max(lengths) <= high <= max(lengths) + 1):
+            wrong.append(
+                f"{name}: '{words}' is not claim {claim}'s lengths {sorted(lengths)[:1]}…{sorted(lengths)[-1:]}"
+            )
+    return wrong
+
+
 def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
     """Each name in a section read whole of `text` (file -> its text) that names nothing: a claim the claims page
     does not judge, a table or figure the report does not build, a round TINY.md has not reached, a seed no
@@ -464,6 +523,7 @@ CHECKS = {  # what each finds wrong
     "uncounted": uncounted,
     "misjudged": misjudged,
     "misnamed": misnamed,
+    "misread": misread,
     "unsourced": unsourced,
 }
 
@@ -482,6 +542,11 @@ def test_the_counts_of_runs_are_the_runs_counted(artefacts) -> None:
 
 def test_each_number_from_elsewhere_is_stated(artefacts) -> None:
     found = unsourced(artefacts, texts())
+    assert found == [], "\n".join(found)
+
+
+def test_each_list_of_steps_and_range_of_lengths_is_the_runs(artefacts) -> None:
+    found = misread(artefacts, texts())
     assert found == [], "\n".join(found)
 
 

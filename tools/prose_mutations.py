@@ -9,8 +9,8 @@ digit d changed to (d + 1) mod 10 ("0.29" -> "0.20", "3 of 3" -> "4 of 3" and "3
 everything else equal; the mutant is caught when any of the test's checks (CHECKS) finds something wrong with the
 mutated text that it does not find with the committed one. The artefacts are built once (from the committed runs)
 and every mutant read against them. Prints caught/total per section and each uncaught number with its file's line;
-an uncaught number of a kind ACCEPTED names (with the reason no check reads it) or KNOWN names (a gap still to close)
-is listed apart. Exits 1 when a mutant is uncaught and of neither."""
+an uncaught number of a kind ACCEPTED names (with the reason no check reads it) is listed apart. Exits 1 when a
+mutant is uncaught and of no such kind."""
 
 from __future__ import annotations
 
@@ -62,26 +62,16 @@ ACCEPTED = [  # (what an uncaught number is; where the words that say so are; th
         " their source is tests/ and benchmarks/, which these rows name",
     ),
 ]
-KNOWN = [  # (an uncaught number the test should read and does not yet; where; those words; what would read it)
-    (
-        "a lone integer with nothing beside it to bind it",
-        BEFORE,
-        r"(?:runs: |near |steps |on |one |questions |\d–|excludes |above |of ~|between |\d and )$",
-        "read only to be somewhere in the artefacts or experiments/ ('1 seed', 'near 5', 'steps 82', '2 cores',"
-        " 'questions 500–799', 'excludes 0', '~50 tokens', '48 and 50'): each needs its own source (a run's"
-        " record, a config key, the rule's threshold, a tolerance around the artefact it summarises)",
-    ),
-]
 
 
-def accepted(text: str, at: int, token: str, kinds: list = ACCEPTED) -> str | None:
-    """The kind of `kinds` (ACCEPTED, KNOWN) the number `token` at `at` of `text` is, or None."""
+def accepted(text: str, at: int, token: str) -> str | None:
+    """The kind of ACCEPTED the number `token` at `at` of `text` is, or None."""
     words = {
         BEFORE: text[max(0, at - 40) : at],
         AFTER: text[at + len(token) : at + len(token) + 12],
         LINE: text[text.rfind("\n", 0, at) + 1 : at],
     }
-    return next((kind for kind, where, pattern, _ in kinds if re.search(pattern, words[where], re.M)), None)
+    return next((kind for kind, where, pattern, _ in ACCEPTED if re.search(pattern, words[where], re.M)), None)
 
 
 def mutated(token: str) -> str:
@@ -95,7 +85,7 @@ Mutant = tuple[str, int, int, str, str, str | None, dict[str, str]]
 
 def mutants(text: dict[str, str]) -> list[Mutant]:
     """(file, index of its section in SECTIONS, the number's line in the file, the number as stated, the words around
-    it, the kind of ACCEPTED or KNOWN it is (None: neither), the files' texts with it changed) for every number of
+    it, the kind of ACCEPTED it is (None: none), the files' texts with it changed) for every number of
     each section read whole, but the numbers of its first line (the heading that bounds it)."""
     out = []
     for index, (name, _, every, section, first) in enumerate(prose.sections(text)):
@@ -115,7 +105,7 @@ def mutants(text: dict[str, str]) -> list[Mutant]:
                     line,
                     token,
                     context,
-                    accepted(text[name], at, token) or accepted(text[name], at, token, KNOWN),
+                    accepted(text[name], at, token),
                     {**text, name: changed},
                 )
             )
@@ -130,9 +120,9 @@ def wrong(artefacts: dict, text: dict[str, str]) -> set[str]:
 def run(
     artefacts: dict, every: int = 1, only: set[int] | None = None
 ) -> tuple[dict[int, tuple[int, int, int]], list[str], list[str]]:
-    """(section index -> (caught, uncaught of ACCEPTED or KNOWN, mutants), each uncaught mutant of neither, each
-    uncaught one of either with its kind), over every `every`-th number of each section (of SECTIONS' indices `only`,
-    when given); a mutant as 'file:line: number -> changed in …words…'."""
+    """(section index -> (caught, uncaught of ACCEPTED, mutants), each uncaught mutant of no kind of ACCEPTED,
+    each uncaught one of ACCEPTED with its kind), over every `every`-th number of each section (of SECTIONS'
+    indices `only`, when given); a mutant as 'file:line: number -> changed in …words…'."""
     text = prose.texts()
     before = wrong(artefacts, text)
     tally: dict[int, tuple[int, int, int]] = {}
@@ -166,7 +156,6 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(["uncaught:", *uncaught] if uncaught else ["every mutant caught or of an accepted kind"]))
     print("\n".join(["uncaught, of an accepted kind:", *excused, "the accepted kinds:"]))
     print("\n".join(f"- {kind}: {why}" for kind, _, _, why in ACCEPTED))
-    print("\n".join(["known gaps (uncaught, to be read):", *(f"- {kind}: {what}" for kind, _, _, what in KNOWN)]))
     return 1 if uncaught else 0
 
 
