@@ -63,6 +63,9 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
 NUMBER = re.compile(r"(?<![\w.])[−+-]?\d+(?:,\d{3})*(?:\.\d+)?%?(?!\w|\.\d)")  # "0.23." ends a sentence
 KNOB = re.compile(r"(λ|γ|c) ?= ?$")  # "λ = 0.25" in prose, "λ=0.25" in the artefacts' setting labels
 KNOB_GROUP = re.compile(r"(λ|γ|c)=")  # a group that is a setting's value, as `groups` reads it
+METHOD = re.compile(r"(vanilla OPD|GR-OPD|constant advantage|this row)(?: \(([^)]*)\))?")  # an artefact's subject
+SAID = re.compile(r"\b(vanilla OPD|OPD|GR-OPD|[Tt]he constant)(?: \(([^)]*)\))?")  # the prose's: "GR-OPD (λ = 1)"
+SENTENCE_END = re.compile(r"\.\s|\n\n|\|")
 LABEL = re.compile(r"(λ|γ|c)=(\d+(?:\.\d+)?)(?![\w.])")
 ARTEFACTS = ["table1", "table2", "table3", "table4", "table5", "table6", "claims", "fig1"]
 PAIRINGS = {  # how the prose names a pairing -> how the artefacts do
@@ -178,6 +181,33 @@ def anchors(text: str, offset: int) -> frozenset[str]:
     return frozenset(PAIRINGS[m.group(1)] for m in PAIRING.finditer(clause_))
 
 
+def is_of(said: str, found: tuple[str, set[str]]) -> bool:
+    """Whether the prose's subject `said` ("GR-OPD|λ=1.0": a method and the settings it names) is the artefact's
+    `found`: the same method, every setting it names among the artefact's."""
+    method, *labels = said.split("|")
+    return method == found[0] and set(labels) <= found[1]
+
+
+def subject_of(line: str, at: int) -> tuple[str, set[str]]:
+    """The method an artefact line's count at `at` is of, with the settings its parenthesis names ("GR-OPD",
+    {"λ=0.0", "γ=0.99"}): the last named before it ("this row": the row's own)."""
+    named = list(METHOD.finditer(line, 0, at))
+    last = next(METHOD.finditer(line), None) if named and named[-1].group(1) == "this row" else (named or [None])[-1]
+    return (last.group(1), {f"{k}={float(v)}" for k, v in LABEL.findall(last.group(2) or "")}) if last else ("", set())
+
+
+def subject(text: str, offset: int) -> frozenset[str]:
+    """The method a count at `offset` is of, as the last method its sentence names before it ("GR-OPD (λ = 1) is not
+    unstable by the rule (0 of 3 seeds ...; 1 of 3 on ...)": "@GR-OPD|λ=1.0"; none where the sentence names none)."""
+    starts = [m.end() for m in SENTENCE_END.finditer(text, max(0, text.rfind("\n\n", 0, offset)), offset)]
+    said = list(SAID.finditer(text, starts[-1] if starts else 0, offset))
+    if not said:
+        return frozenset()
+    method = {"OPD": "vanilla OPD", "the constant": "constant advantage", "The constant": "constant advantage"}
+    labels = [f"{knob}={float(v)}" for _, knob, v in SETTING.findall(said[-1].group(2) or "")]
+    return frozenset({"@" + "|".join([method.get(said[-1].group(1), said[-1].group(1)), *labels])})
+
+
 def needs(text: str, offset: int, previous: int, after: int) -> frozenset[str]:
     """What the words leading to the group at `offset` name (from its clause's start, or the last ": ", or the group
     before it at `previous`), and the words after it up to the next group (at `after`) name after an "at", that the
@@ -208,7 +238,7 @@ def on(line: str, where: frozenset[str]) -> bool:
     names ("λ=0.0": a label of the line with that value; "λ=0.25?", a difference's subtrahend, may be left implicit
     by a line that sets λ to no other value: Table 2's column "vs Table 1's GR-OPD"), and is of the artefact it names
     ("[table1]"; "[figure1]|[table6]": either)."""
-    pairings = [w for w in where if "=" not in w and not w.startswith("[")]
+    pairings = [w for w in where if "=" not in w and not w.startswith(("[", "@"))]
     labels = {f"{knob}={float(v)}" for knob, v in LABEL.findall(line)}
     named = {w.rstrip("?") for w in where}
     others = {label.split("=")[0] for label in labels - named}  # knobs the line sets to a value `where` does not name
@@ -217,7 +247,7 @@ def on(line: str, where: frozenset[str]) -> bool:
         if w.startswith("[")
         else w.rstrip("?") in labels or (w[-1] == "?" and w[0] not in others)
         for w in where
-        if w not in pairings
+        if w not in pairings and not w.startswith("@")  # a count's subject: read by `consecutive`
     )
 
 
@@ -267,8 +297,13 @@ class Artefacts:
         """Whether `numbers` follow each other in an artefact; with pairings in `where`, on a line naming one."""
         n = len(numbers)
         lines = [(line, s) for line, s in self.lines if on(line, where)] if where else self.lines
-        if n == 2 and all(v.lstrip("-").isdigit() for v in numbers):  # a count: "2 of 3", word for word
-            return any(f"{numbers[0]} of {numbers[1]}" in line for line, _ in lines)
+        if n == 2 and all(v.lstrip("-").isdigit() for v in numbers):  # a count: "2 of 3", word for word, of its subject
+            subject = next((w[1:] for w in where if w.startswith("@")), None)
+            return any(
+                subject is None or is_of(subject, subject_of(line, m.start()))
+                for line, _ in lines
+                for m in re.finditer(rf"(?<![\d.]){numbers[0]} of {numbers[1]}(?!\d)", line)
+            )
         streams = [s for _, s in lines] if where else self.streams
         return any(stream[i : i + n] == numbers for stream in streams for i in range(len(stream) - n + 1))
 
@@ -405,9 +440,9 @@ def read_section(
         if any(words in " ".join(section[max(0, offset - 40) : offset + 60].split()) for words in ELSEWHERE):
             continue
         if every:
-            out.append(
-                (name, runs, numbers, anchors(section, offset) | needs(section, offset, previous, after), context)
-            )
+            where = anchors(section, offset) | needs(section, offset, previous, after)
+            count = len(numbers) == 2 and all(v.isdigit() for v in numbers)
+            out.append((name, runs, numbers, where | (subject(section, offset) if count else frozenset()), context))
             previous = offset if not KNOB_GROUP.match(numbers[0]) else previous
         elif any("." in v or "%" in v for v in numbers):
             out.append((name, runs, numbers, frozenset(), context))
