@@ -65,6 +65,14 @@ KNOB = re.compile(r"(λ|γ|c) ?= ?$")  # "λ = 0.25" in prose, "λ=0.25" in the 
 KNOB_GROUP = re.compile(r"(λ|γ|c)=")  # a group that is a setting's value, as `groups` reads it
 METHOD = re.compile(r"(vanilla OPD|GR-OPD|constant advantage|this row)(?: \(([^)]*)\))?")  # an artefact's subject
 SAID = re.compile(r"\b(vanilla OPD|OPD|GR-OPD|[Tt]he constant)(?: \(([^)]*)\))?")  # the prose's: "GR-OPD (λ = 1)"
+SEED_ROW = re.compile(  # a claims page's per-seed row: pairing, setting, seed, state, ..., its instability
+    r"^\| ([^|]+?) \| ([^|]+?) \| (\d+) \| (finished|collapsed) \|.*\| ([^|]*?) \|$", re.M
+)
+OVERRIDES = {  # a sentence's words that name a setting of grid `collapse` -> the setting, as the artefacts write it
+    "200 steps": "train.steps=200",
+    "format tokens' feedback removed": "feedback.zero_format_tokens=1",
+}
+VERB = re.compile(r"\b(collaps|unstable)")  # what a count of runs counts
 SENTENCE_END = re.compile(r"\.\s|\n\n|\|")
 LABEL = re.compile(r"(λ|γ|c)=(\d+(?:\.\d+)?)(?![\w.])")
 ARTEFACTS = ["table1", "table2", "table3", "table4", "table5", "table6", "claims", "fig1"]
@@ -183,9 +191,9 @@ def anchors(text: str, offset: int) -> frozenset[str]:
 
 def is_of(said: str, found: tuple[str, set[str]]) -> bool:
     """Whether the prose's subject `said` ("GR-OPD|λ=1.0": a method and the settings it names) is the artefact's
-    `found`: the same method, every setting it names among the artefact's."""
+    `found`: the same method, every setting it names among the artefact's (OVERRIDES' read by the per-seed rows)."""
     method, *labels = said.split("|")
-    return method == found[0] and set(labels) <= found[1]
+    return method == found[0] and {label for label in labels if label not in OVERRIDES.values()} <= found[1]
 
 
 def subject_of(line: str, at: int) -> tuple[str, set[str]]:
@@ -196,16 +204,33 @@ def subject_of(line: str, at: int) -> tuple[str, set[str]]:
     return (last.group(1), {f"{k}={float(v)}" for k, v in LABEL.findall(last.group(2) or "")}) if last else ("", set())
 
 
+def header(text: str, offset: int) -> str:
+    """The header of the table column `offset` is in ("" outside a table)."""
+    line = text.rfind("\n", 0, offset) + 1
+    if not text.startswith("|", line):
+        return ""
+    top = line
+    while text.rfind("\n", 0, top - 1) >= 0 and text.startswith("|", text.rfind("\n", 0, top - 1) + 1):
+        top = text.rfind("\n", 0, top - 1) + 1
+    cells = text[top : text.index("\n", top)].split("|")
+    column = text.count("|", line, offset)
+    return cells[column] if column < len(cells) else ""
+
+
 def subject(text: str, offset: int) -> frozenset[str]:
     """The method a count at `offset` is of, as the last method its sentence names before it ("GR-OPD (λ = 1) is not
-    unstable by the rule (0 of 3 seeds ...; 1 of 3 on ...)": "@GR-OPD|λ=1.0"; none where the sentence names none)."""
+    unstable by the rule (0 of 3 seeds ...; 1 of 3 on ...)": "@GR-OPD|λ=1.0"), or in a table the column's header;
+    with the last pairing the sentence names before it, for a clause that names none. None where no method is named."""
     starts = [m.end() for m in SENTENCE_END.finditer(text, max(0, text.rfind("\n\n", 0, offset)), offset)]
-    said = list(SAID.finditer(text, starts[-1] if starts else 0, offset))
+    start = starts[-1] if starts else 0
+    said = list(SAID.finditer(text, start, offset)) or list(SAID.finditer(header(text, offset)))
+    pairing = [PAIRINGS[m.group(1)] for m in PAIRING.finditer(text, start, offset)][-1:]  # where its clause names none
     if not said:
         return frozenset()
     method = {"OPD": "vanilla OPD", "the constant": "constant advantage", "The constant": "constant advantage"}
     labels = [f"{knob}={float(v)}" for _, knob, v in SETTING.findall(said[-1].group(2) or "")]
-    return frozenset({"@" + "|".join([method.get(said[-1].group(1), said[-1].group(1)), *labels])})
+    labels += [key for words, key in OVERRIDES.items() if words in " ".join(text[start:offset].split())]
+    return frozenset({"@" + "|".join([method.get(said[-1].group(1), said[-1].group(1)), *labels]), *pairing})
 
 
 def needs(text: str, offset: int, previous: int, after: int) -> frozenset[str]:
@@ -238,7 +263,7 @@ def on(line: str, where: frozenset[str]) -> bool:
     names ("λ=0.0": a label of the line with that value; "λ=0.25?", a difference's subtrahend, may be left implicit
     by a line that sets λ to no other value: Table 2's column "vs Table 1's GR-OPD"), and is of the artefact it names
     ("[table1]"; "[figure1]|[table6]": either)."""
-    pairings = [w for w in where if "=" not in w and not w.startswith(("[", "@"))]
+    pairings = [w for w in where if "=" not in w and not w.startswith(("[", "@", "~"))]
     labels = {f"{knob}={float(v)}" for knob, v in LABEL.findall(line)}
     named = {w.rstrip("?") for w in where}
     others = {label.split("=")[0] for label in labels - named}  # knobs the line sets to a value `where` does not name
@@ -247,7 +272,7 @@ def on(line: str, where: frozenset[str]) -> bool:
         if w.startswith("[")
         else w.rstrip("?") in labels or (w[-1] == "?" and w[0] not in others)
         for w in where
-        if w not in pairings and not w.startswith("@")  # a count's subject: read by `consecutive`
+        if w not in pairings and not w.startswith(("@", "~"))  # a count's subject and verb: read by `consecutive`
     )
 
 
@@ -285,6 +310,9 @@ class Artefacts:
         ]
         manifests = [*REPO.glob("experiments/*.yaml"), *REPO.glob("experiments/*/*.yaml")]
         self.config = {value(t).lstrip("-") for path in manifests for t in NUMBER.findall(path.read_text())}
+        self.seeds: dict[tuple[str, str], dict[str, tuple[bool, bool]]] = {}  # (pairing, setting) -> seed -> states
+        for pairing, setting, seed, state, verdict in SEED_ROW.findall((out / "claims.md").read_text()):
+            self.seeds.setdefault((pairing, setting), {})[seed] = (state == "collapsed", verdict != "stable")
         self.settings = {
             f"{knob}={float(v)}" for path in out.glob("*.md") for knob, v in LABEL.findall(path.read_text())
         }
@@ -299,6 +327,9 @@ class Artefacts:
         lines = [(line, s) for line, s in self.lines if on(line, where)] if where else self.lines
         if n == 2 and all(v.lstrip("-").isdigit() for v in numbers):  # a count: "2 of 3", word for word, of its subject
             subject = next((w[1:] for w in where if w.startswith("@")), None)
+            counted = self.counted(subject, where)
+            if counted:  # the runs' own rows give it
+                return (int(numbers[0]), int(numbers[1])) in counted
             return any(
                 subject is None or is_of(subject, subject_of(line, m.start()))
                 for line, _ in lines
@@ -306,6 +337,25 @@ class Artefacts:
             )
         streams = [s for _, s in lines] if where else self.streams
         return any(stream[i : i + n] == numbers for stream in streams for i in range(len(stream) - n + 1))
+
+    def counted(self, subject: str | None, where: frozenset[str]) -> set[tuple[int, int]]:
+        """(how many, of how many) runs of a setting of `subject` ("GR-OPD|λ=0.0", "vanilla OPD|train.steps=200"; none
+        with a setting the prose does not name) on a pairing of `where` collapsed ("~collapsed" in `where`) or are
+        unstable ("~unstable"), by the claims page's per-seed rows; empty without a subject, a verb or such rows."""
+        verb = next((w[1:] for w in where if w.startswith("~")), None)
+        if not subject or not verb:
+            return set()
+        method, *labels = subject.split("|")
+        keys = [label for label in labels if label in OVERRIDES.values()]
+        out = set()
+        for (pairing, setting), seeds in self.seeds.items():
+            found = METHOD.match(setting)
+            named = {f"{k}={float(v)}" for k, v in LABEL.findall(found.group(2) or "")} if found else set()
+            named |= {key for key in keys if found and key in (found.group(2) or "")}
+            other = found and re.search(r"\w\.\w+=", found.group(2) or "") and not keys
+            if pairing in where and found and found.group(1) == method and set(labels) <= named and not other:
+                out.add((sum(state[verb == "unstable"] for state in seeds.values()), len(seeds)))
+        return out
 
     def holds(self, numbers: list[str], where: frozenset[str] = frozenset()) -> bool:
         """Whether the group is in an artefact (on a line naming a pairing of `where`, when it names any): as it is,
@@ -442,7 +492,14 @@ def read_section(
         if every:
             where = anchors(section, offset) | needs(section, offset, previous, after)
             count = len(numbers) == 2 and all(v.isdigit() for v in numbers)
-            out.append((name, runs, numbers, where | (subject(section, offset) if count else frozenset()), context))
+            said = subject(section, offset) if count else frozenset()
+            verb = VERB.findall(section[clause(section, offset)[0] : offset])[-1:]  # "unstable in 3 of 3 (2 collapse"
+            verb = (
+                verb or VERB.findall(section[offset : offset + len(" ".join(numbers)) + 20])[:1]
+            )  # "3 seeds collapse"
+            said |= {"~collapsed" if verb[0] == "collaps" else "~unstable"} if count and verb else set()
+            said = said if not anchors(section, offset) else frozenset(w for w in said if w.startswith(("@", "~")))
+            out.append((name, runs, numbers, where | said, context))
             previous = offset if not KNOB_GROUP.match(numbers[0]) else previous
         elif any("." in v or "%" in v for v in numbers):
             out.append((name, runs, numbers, frozenset(), context))
