@@ -72,7 +72,8 @@ OVERRIDES = {  # a sentence's words that name a setting of grid `collapse` -> th
     "200 steps": "train.steps=200",
     "format tokens' feedback removed": "feedback.zero_format_tokens=1",
 }
-VERB = re.compile(r"\b(collaps|unstable)")  # what a count of runs counts
+VERB = re.compile(r"\b(collaps|unstable)")  # what a count of runs counts: the verb after it, or the last before it
+FOLLOWING_VERB = re.compile(r"(?: seeds?)? (collaps|unstable)")
 SENTENCE_END = re.compile(r"\.\s|\n\n|\|")
 LABEL = re.compile(r"(λ|γ|c)=(\d+(?:\.\d+)?)(?![\w.])")
 ARTEFACTS = ["table1", "table2", "table3", "table4", "table5", "table6", "claims", "fig1"]
@@ -241,11 +242,13 @@ def needs(text: str, offset: int, previous: int, after: int) -> frozenset[str]:
     from, one of them ("Table 1's λ = 0.25 at 43.01 ± 0.80" -> "[table1]"; "Table 6's ... and Figure 1's runs: 1 seed"
     -> "[figure1]|[table6]")."""
     leading = text[max(clause(text, offset)[0], previous + 1) : offset]
-    words = AT_SETTING.sub("", leading.rsplit(": ", 1)[-1])  # "+0.30 [...] at λ = 0.2 and": the group before's
+    words = AT_SETTING.sub("", re.split(r":\s", leading)[-1])  # "+0.30 [...] at λ = 0.2 and": the group before's
     settings = SETTING.findall(words) if " and " not in words else []
     settings += SETTING.findall("".join(AT_SETTING.findall(text[offset:after])))  # "+0.01 [...] at λ = 0.25"
     labels = {f"{knob}={float(number)}{'?' if minus else ''}" for minus, knob, number in settings}
-    naming = leading if leading.endswith(": ") else words  # "Figure 1's runs: 1 seed": what the colon introduces
+    if any(label.endswith("?") and label[:-1] in labels for label in labels):  # "λ = 1 − λ = 1": no difference
+        labels.add("[a difference of a setting with itself]")
+    naming = leading if re.search(r":\s$", leading) else words  # "Figure 1's runs: 1 seed": what the colon introduces
     artefacts = "|".join(sorted({f"[{kind.lower()}{n}]" for kind, n in ARTEFACT.findall(naming)}))
     return frozenset(labels | ({artefacts} if artefacts else set()))
 
@@ -493,10 +496,8 @@ def read_section(
             where = anchors(section, offset) | needs(section, offset, previous, after)
             count = len(numbers) == 2 and all(v.isdigit() for v in numbers)
             said = subject(section, offset) if count else frozenset()
-            verb = VERB.findall(section[clause(section, offset)[0] : offset])[-1:]  # "unstable in 3 of 3 (2 collapse"
-            verb = (
-                verb or VERB.findall(section[offset : offset + len(" ".join(numbers)) + 20])[:1]
-            )  # "3 seeds collapse"
+            follows = FOLLOWING_VERB.match(section, offset + len(" of ".join(numbers)))  # "2 of 3 seeds collapse"
+            verb = [follows.group(1)] if follows else VERB.findall(section[clause(section, offset)[0] : offset])[-1:]
             said |= {"~collapsed" if verb[0] == "collaps" else "~unstable"} if count and verb else set()
             said = said if not anchors(section, offset) else frozenset(w for w in said if w.startswith(("@", "~")))
             out.append((name, runs, numbers, where | said, context))
