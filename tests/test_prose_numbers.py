@@ -61,11 +61,9 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
     ("experiments/TINY.md", "every one of the {pairs} judged pairs resolved"),
     ("experiments/TINY.md", "Intel Xeon (family {family} model {model}), two runs"),  # the machine every run records
     ("README.md", "Intel Xeon (family {family} model {model}; each run's"),
-    ("README.md", "mean ± sample std over seeds {seeds}, in"),
-    (
-        "README.md",
-        "questions {questions} of each suite",
-    ),  # the tiny profile's evaluation: first question, how many  # the seeds of the runs, first to last
+    ("README.md", "mean ± sample std over seeds {seeds}, in"),  # the seeds of the runs, first to last
+    ("README.md", "questions {questions} of each suite"),  # the tiny profile's evaluation: first question, how many
+    ("experiments/TINY.md", "draw seeds {seed_list} of these runs"),  # every seed of the runs
     ("experiments/TINY.md", "paired intervals are 95% t over seeds {seeds} (df"),
 ]
 SOURCED = [  # (file, words stating a number of the code, its source file, how the source gives the number)
@@ -115,7 +113,7 @@ AT_SETTING = re.compile(r"\bat (?:λ|γ|c) ?= ?\d+(?:\.\d+)?(?![\d.])")  # "at �
 ARTEFACT = re.compile(r"\b(Table|Figure) ([1-6])(?![\d–])(?!\()")  # "Table 1's": the artefact a number is read from
 NAME = re.compile(  # "claims 4′a, 4′b and 5′", "Tables 3–6", "round 7", "seeds 0–2": what a name names
     r"\b([Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?) "
-    r"((?:\d+–\d+|\d+′?[a-c]?)(?:(?:, | and )(?:\d+–\d+|\d+′?[a-c]?))*)(?![\d.])"
+    r"((?:\d+–\d+|\d+′?[a-c]?)(?:(?:\([a-d]\))?(?:, | and )(?:\d+–\d+|\d+′?[a-c]?))*)(?![\d.])"
 )
 WORDS = ("excludes", "above")  # "interval excludes 0", "lies above 0": a rule's words with its number
 WORDED = re.compile(rf"\b({'|'.join(WORDS)}) $")
@@ -471,8 +469,14 @@ def counts(claims: Path) -> dict[str, int]:
         "family": one({m["cpu"]["family"] for s in runs["reference"] for m in s["machines"]}),
         "model": one({m["cpu"]["model"] for s in runs["reference"] for m in s["machines"]}),
         "questions": f"{evaluation['first_question']}–{evaluation['first_question'] + evaluation['questions'] - 1}",
+        "seed_list": spoken(sorted({s["seed"] for s in runs["reference"]})),
         "seeds": "–".join(str(f(s["seed"] for s in runs["reference"])) for f in (min, max)),
     }
+
+
+def spoken(values: list[int]) -> str:
+    """A list as prose says it: "0, 1 and 2"."""
+    return ", ".join(map(str, values[:-1])) + f" and {values[-1]}" if len(values) > 1 else "".join(map(str, values))
 
 
 def one(values: set[str]) -> str:
@@ -632,10 +636,13 @@ def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> 
     for name, _, every, section, _ in sections(text):
         for match in NAME.finditer(section if every else ""):
             kind = match.group(1).lower().rstrip("s")
-            members = re.split(r", | and ", match.group(2))
+            members = re.split(r", | and ", re.sub(r"\([a-d]\)", "", match.group(2)))  # "Figures 3(a), 3(b) and 4"
             for member in members:
                 first, _, last = member.partition("–")
                 span = [str(n) for n in range(int(first), int(last) + 1)] if last else [first]
+                wrong += (
+                    [f"{name}: '{match.group(0)}': {member} is no range"] if last and int(first) >= int(last) else []
+                )
                 wrong += [f"{name}: '{match.group(0)}': no {kind} {n}" for n in span if n not in exist[kind]]
     return wrong
 
