@@ -115,6 +115,8 @@ NAME = re.compile(  # "claims 4′a, 4′b and 5′", "Tables 3–6", "round 7",
     r"\b([Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?) "
     r"((?:\d+–\d+|\d+′?[a-c]?)(?:(?:\([a-d]\))?(?:, | and )(?:\d+–\d+|\d+′?[a-c]?))*)(?![\d.])"
 )
+GLOSS = re.compile(r"\b[Cc]laims? ((?:\d+′?[a-c]?)(?:(?:, | and )\d+′?[a-c]?)*) \(([^()]*)\)")  # a claim, glossed
+VERDICT_WORDS = re.compile(r"(?:not )?reproduced|not tested")  # "claim 6 (reproduced)": a verdict, not a gloss
 WORDS = ("excludes", "above")  # "interval excludes 0", "lies above 0": a rule's words with its number
 WORDED = re.compile(rf"\b({'|'.join(WORDS)}) $")
 STEP_LIST = re.compile(r"\(steps (\d+(?:, \d+)+)\)")  # the steps a setting's seeds collapsed at, seed by seed
@@ -618,11 +620,18 @@ def unsourced_code(artefacts: dict[tuple[str, ...], Either], text: dict[str, str
     return wrong
 
 
+def stems(words: str) -> set[str]:
+    """The first four letters of each word of four letters or more ("cross-pattern stability" -> cros, patt, stab)."""
+    return {word[:4] for word in re.findall(r"[a-z]{4,}", words.lower())}
+
+
 def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
     """Each name in a section read whole of `text` (file -> its text) that names nothing: a claim the claims page
-    does not judge, a table or figure the report does not build, a round TINY.md has not reached, a seed no
-    committed run has. A range ("Tables 3–6", "seeds 0–2") names each of its members."""
-    claims = set(SUMMARY.findall((artefacts[("reference",)].sets[0].out / "claims.md").read_text()))
+    does not judge, or glosses in words none of its title's ("Claim 4 (cross-pattern stability)"), a table or figure
+    the report does not build, a round TINY.md has not reached, a seed no committed run has. A range ("Tables 3–6",
+    "seeds 0–2") names each of its members, and at least two."""
+    page = (artefacts[("reference",)].sets[0].out / "claims.md").read_text()
+    claims = set(SUMMARY.findall(page))
     rounds = {m for m in re.findall(r"^## Round (\d+)", text["experiments/TINY.md"], re.M)}
     seeds = run_seeds()
     exist = {
@@ -632,8 +641,15 @@ def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> 
         "round": rounds,
         "seed": seeds,
     }
+    titles = dict(re.findall(r"^## (\d+′?[a-c]?)\. (.+)$", page, re.M))
     wrong = []
     for name, _, every, section, _ in sections(text):
+        for match in GLOSS.finditer(" ".join(section.split()) if every else ""):  # "Claim 3 (cross-pattern stability)"
+            named = re.split(r", | and ", match.group(1))
+            if not VERDICT_WORDS.fullmatch(match.group(2)) and not any(
+                stems(match.group(2)) & stems(titles.get(c, "")) for c in named
+            ):
+                wrong.append(f"{name}: '{match.group(0)}': no word of the titles of claims {', '.join(named)}")
         for match in NAME.finditer(section if every else ""):
             kind = match.group(1).lower().rstrip("s")
             members = re.split(r", | and ", re.sub(r"\([a-d]\)", "", match.group(2)))  # "Figures 3(a), 3(b) and 4"
