@@ -112,7 +112,7 @@ SETTING = re.compile(r"(− )?(λ|γ|c) ?= ?(\d+(?:\.\d+)?)(?![\d.])")  # a sett
 AT_SETTING = re.compile(r"\bat (?:λ|γ|c) ?= ?\d+(?:\.\d+)?(?![\d.])")  # "at λ = 0.25": the group before's
 ARTEFACT = re.compile(r"\b(Table|Figure) ([1-6])(?![\d–])(?!\()")  # "Table 1's": the artefact a number is read from
 NAME = re.compile(  # "claims 4′a, 4′b and 5′", "Tables 3–6", "round 7", "seeds 0–2": what a name names
-    r"\b([Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?) "
+    r"\b([Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?|world-?) ?"
     r"((?:\d+–\d+|\d+′?[a-c]?)(?:(?:\([a-d]\))?(?:, | and )(?:\d+–\d+|\d+′?[a-c]?))*)(?![\d.])"
 )
 GLOSS = re.compile(r"\b[Cc]laims? ((?:\d+′?[a-c]?)(?:(?:, | and )\d+′?[a-c]?)*) \(([^()]*)\)")  # a claim, glossed
@@ -628,7 +628,8 @@ def stems(words: str) -> set[str]:
 def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
     """Each name in a section read whole of `text` (file -> its text) that names nothing: a claim the claims page
     does not judge, or glosses in words none of its title's ("Claim 4 (cross-pattern stability)"), a table or figure
-    the report does not build, a round TINY.md has not reached, a seed no committed run has. A range ("Tables 3–6",
+    the report does not build, a round TINY.md has not reached, a seed no committed run has, a world TINY.md did not
+    build ("world 4", "world-4"). A range ("Tables 3–6",
     "seeds 0–2") names each of its members, and at least two."""
     page = (artefacts[("reference",)].sets[0].out / "claims.md").read_text()
     claims = set(SUMMARY.findall(page))
@@ -640,6 +641,7 @@ def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> 
         "figure": {name[3:] for name in REPORTED if name.startswith("fig")},
         "round": rounds,
         "seed": seeds,
+        "world": set(re.findall(r"\bworld (\d+)\b", text["experiments/TINY.md"])),  # the worlds TINY.md built
     }
     titles = dict(re.findall(r"^## (\d+′?[a-c]?)\. (.+)$", page, re.M))
     wrong = []
@@ -651,7 +653,7 @@ def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> 
             ):
                 wrong.append(f"{name}: '{match.group(0)}': no word of the titles of claims {', '.join(named)}")
         for match in NAME.finditer(section if every else ""):
-            kind = match.group(1).lower().rstrip("s")
+            kind = match.group(1).lower().rstrip("s-")
             members = re.split(r", | and ", re.sub(r"\([a-d]\)", "", match.group(2)))  # "Figures 3(a), 3(b) and 4"
             for member in members:
                 first, _, last = member.partition("–")

@@ -34,10 +34,9 @@ ACCEPTED = [  # (what an uncaught number is; where the words that say so are; th
         BEFORE,
         r"\b(?:[Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?|world[- ]?|§|Avg@) ?"
         r"(?:[\d′a-c]+(?:\([a-d]\))?(?:–|, | and ))*$",
-        "the test checks that a named claim, table, figure, round or seed exists, reads a group beside a named"
-        " table on that table and a verdict stated of a claim against the claims page; which of two existing"
-        " things a sentence means is no number a record holds ('world 4' names the tiny world's generation,"
-        " experiments/TINY.md's round 4: no record holds it)",
+        "the test checks that a named claim, table, figure, round, seed or world exists, reads a group beside a"
+        " named table on that table, a verdict stated of a claim against the claims page and a claim's gloss"
+        " against its title; which of two existing things a sentence means is no number a record holds",
     ),
     ("a list item's number", AFTER, r"\. \*\*", "markdown's numbering of a list, not a statement"),
     (
