@@ -17,13 +17,14 @@ counted from the claims page's per-seed rows of that setting; other counts are r
 the artefact names last before them. A number alone outside such a clause is only checked to be there (another
 number may equal it), but a setting's n ("at 3 seeds", "df = 2": the artefacts' "n=3") and a collapse's step
 ("steps 82, 99": "at step 82"; a list of them as one setting's seeds in order) are read as the artefacts write them,
-and a rule's "excludes 0" word for word. An integer alone that names something (a claim, table, figure, round, seed)
-is not a result: it must name something that exists; a verdict stated of a claim ("claim 6 reproduced") must be the
-claims page's. Counts of runs, the machine and the seeds round 7 states are counted from the runs' status.json, the
-questions' range from the tiny profile, ranges of lengths (LENGTHS) from the claims page within a token, and the
-code's numbers README states (SOURCED) from the files that hold them. Rounds 5 and 6 are read as before round 8:
-only their groups holding a decimal or a percentage, by no clause's pairing. tools/prose_mutations.py measures what
-this catches: one mutant per number (tests/test_prose_mutations.py).
+and a rule's "excludes 0" and "Avg@4" word for word. An integer alone that names something (a claim, table, figure,
+round, seed, world) is not a result: it must name something that exists; a verdict stated of a claim ("claim 6
+reproduced") must be the claims page's, a claim's gloss ("Claim 3 (cross-pattern stability)") a word of its title.
+Counts of runs, the machine and the seeds round 7 states are counted from the runs' status.json, the questions'
+range from the tiny profile, ranges of lengths (LENGTHS) from the claims page within a token, and the code's numbers
+README states (SOURCED) from the files that hold them. Rounds 5 and 6 are read as before round 8: only their groups
+holding a decimal or a percentage, by no clause's pairing. tools/prose_mutations.py measures what this catches: one
+mutant per number (tests/test_prose_mutations.py).
 """
 
 from __future__ import annotations
@@ -117,8 +118,8 @@ NAME = re.compile(  # "claims 4′a, 4′b and 5′", "Tables 3–6", "round 7",
 )
 GLOSS = re.compile(r"\b[Cc]laims? ((?:\d+′?[a-c]?)(?:(?:, | and )\d+′?[a-c]?)*) \(([^()]*)\)")  # a claim, glossed
 VERDICT_WORDS = re.compile(r"(?:not )?reproduced|not tested")  # "claim 6 (reproduced)": a verdict, not a gloss
-WORDS = ("excludes", "above")  # "interval excludes 0", "lies above 0": a rule's words with its number
-WORDED = re.compile(rf"\b({'|'.join(WORDS)}) $")
+WORDS = ("excludes ", "above ", "Avg@")  # "interval excludes 0", "Macro Avg@4": words with their number
+WORDED = re.compile(rf"\b({'|'.join(WORDS)})$")
 STEP_LIST = re.compile(r"\(steps (\d+(?:, \d+)+)\)")  # the steps a setting's seeds collapsed at, seed by seed
 LENGTHS = [  # (file, words stating a range of mean lengths, the claim whose runs' lengths they state)
     (
@@ -132,7 +133,7 @@ LENGTHS = [  # (file, words stating a range of mean lengths, the claim whose run
 SEEDS = re.compile(r" (?:paired )?seeds?\b(?! pairs)")  # "at 3 seeds": a setting's n, as the artefacts' "n=3"
 STEPS = re.compile(r"\bsteps? $")  # "(steps 82, 99, 92)": the steps at which runs collapsed ("collapsed at step 82")
 NAMES = re.compile(
-    r"(?:claims?|Tables?|Figures?|rounds?|world-?|seeds?|questions|§|Avg@|model|family) ?$", re.I
+    r"(?:claims?|Tables?|Figures?|rounds?|world-?|seeds?|questions|§|model|family) ?$", re.I
 )  # "claim 6"
 
 
@@ -168,7 +169,7 @@ def groups(text: str) -> list[tuple[list[str], int]]:
             number = f"n={number}"
         worded = WORDED.search(text, max(0, match.start() - 10), match.start())
         if not current and number.isdigit() and worded:  # "excludes 0": the rule's words, as the artefacts write them
-            number = f"{worded.group(1)} {number}"
+            number = f"{worded.group(1)}{number}"
         if not current and number.isdigit() and text.endswith("df = ", 0, match.start()):  # a t interval's df: n − 1
             number = f"n={int(number) + 1}"
         step = STEPS.search(text, max(0, match.start() - 7), match.start()) or (
@@ -383,8 +384,8 @@ class Artefacts:
         or mirrored (an interval's b − a; a lone number's magnitude); a lone number outside such a clause may also be
         a configuration value or a share shown as a fraction; a setting's value ("λ=0.25") only the value of a
         setting the artefacts label."""
-        if len(numbers) == 1 and numbers[0].startswith(tuple(f"{w} " for w in WORDS)):  # "excludes 0", word for word
-            return any(re.search(rf"\b{numbers[0]}(?![\d.])", line) for line in self.named(where))
+        if len(numbers) == 1 and numbers[0].startswith(WORDS):  # "excludes 0", "Avg@4": word for word
+            return any(re.search(rf"\b{re.escape(numbers[0])}(?![\d.])", line) for line in self.named(where))
         if len(numbers) == 1 and numbers[0].startswith(("n=", "step ")):  # a setting's n, a collapse's step
             config = not where and numbers[0].startswith("step ") and numbers[0][5:] in self.config  # "at step 700"
             return config or any(re.search(rf"\b{numbers[0]}(?!\d)", line) for line in self.named(where))

@@ -32,7 +32,7 @@ ACCEPTED = [  # (what an uncaught number is; where the words that say so are; th
     (
         "a name of something that exists either way",
         BEFORE,
-        r"\b(?:[Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?|world[- ]?|§|Avg@) ?"
+        r"\b(?:[Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?|world[- ]?|§) ?"
         r"(?:[\d′a-c]+(?:\([a-d]\))?(?:–|, | and ))*$",
         "the test checks that a named claim, table, figure, round, seed or world exists, reads a group beside a"
         " named table on that table, a verdict stated of a claim against the claims page and a claim's gloss"
