@@ -14,8 +14,8 @@ also name the settings the words leading to the group name ("GR-OPD (λ = 0) ...
 count as naming them) and be of the table or figure they name ("Table 1's λ = 0.25 at 43.01 ± 0.80"). A count of
 runs whose sentence names its subject (a method and its settings), its verb (collapse, unstable) and a pairing is
 counted from the claims page's per-seed rows of that setting; other counts are read word for word, of the subject
-the artefact names last before them. A number alone outside such a clause is only checked to be there (another
-number may equal it), but a setting's n ("at 3 seeds", "df = 2": the artefacts' "n=3") and a collapse's step
+the artefact names last before them; a group after "seed N" is read on that seed's row or words. A number alone
+outside such a clause is only checked to be there (another number may equal it), but a setting's n ("at 3 seeds", "df = 2": the artefacts' "n=3") and a collapse's step
 ("steps 82, 99": "at step 82"; a list of them as one setting's seeds in order) are read as the artefacts write them,
 and a rule's "excludes 0" and "Avg@4" word for word. An integer alone that names something (a claim, table, figure,
 round, seed, world) is not a result: it must name something that exists; a verdict stated of a claim ("claim 6
@@ -269,7 +269,8 @@ def needs(text: str, offset: int, previous: int, after: int) -> frozenset[str]:
         labels.add("[a difference of a setting with itself]")
     naming = leading if re.search(r":\s$", leading) else words  # "Figure 1's runs: 1 seed": what the colon introduces
     artefacts = "|".join(sorted({f"[{kind.lower()}{n}]" for kind, n in ARTEFACT.findall(naming)}))
-    return frozenset(labels | ({artefacts} if artefacts else set()))
+    seed = re.findall(r"\bseed (\d+)\b", leading)[-1:]  # "seed 1's ratio 0.50 ± 0.06": read of that seed
+    return frozenset(labels | ({artefacts} if artefacts else set()) | {f"#seed {n}" for n in seed})
 
 
 def named(line: str) -> str:
@@ -285,7 +286,7 @@ def on(line: str, where: frozenset[str]) -> bool:
     names ("λ=0.0": a label of the line with that value; "λ=0.25?", a difference's subtrahend, may be left implicit
     by a line that sets λ to no other value: Table 2's column "vs Table 1's GR-OPD"), and is of the artefact it names
     ("[table1]"; "[figure1]|[table6]": either)."""
-    pairings = [w for w in where if "=" not in w and not w.startswith(("[", "@", "~"))]
+    pairings = [w for w in where if "=" not in w and not w.startswith(("[", "@", "~", "#"))]
     labels = {f"{knob}={float(v)}" for knob, v in LABEL.findall(line)}
     named = {w.rstrip("?") for w in where}
     others = {label.split("=")[0] for label in labels - named}  # knobs the line sets to a value `where` does not name
@@ -294,7 +295,8 @@ def on(line: str, where: frozenset[str]) -> bool:
         if w.startswith("[")
         else w.rstrip("?") in labels or (w[-1] == "?" and w[0] not in others)
         for w in where
-        if w not in pairings and not w.startswith(("@", "~"))  # a count's subject and verb: read by `consecutive`
+        if w not in pairings and not w.startswith(("@", "~", "#"))  # a count's subject and verb, a seed: read by
+        # `consecutive`
     )
 
 
@@ -358,6 +360,15 @@ class Artefacts:
                 for m in re.finditer(rf"(?<![\d.]){numbers[0]} of {numbers[1]}(?!\d)", line)
             )
         streams = [s for _, s in lines] if where else self.streams
+        seed = next((w[1:] for w in where if w.startswith("#")), None)
+        if seed:  # a seed's own row, or the words of an artefact's line from its "seed N" to the next seed named
+            rows = [
+                s
+                for line, s in lines
+                if (row := SEED_ROW.search(line.split("] ", 1)[1])) and f"seed {row.group(3)}" == seed
+            ]
+            parts = [part for line, _ in lines for part in re.split(r"(?=\bseed \d+\b)", line)]
+            streams = rows + [[value(t) for t in NUMBER.findall(p)] for p in parts if p.startswith(seed + ":")]
         return any(stream[i : i + n] == numbers for stream in streams for i in range(len(stream) - n + 1))
 
     def counted(self, subject: str | None, where: frozenset[str]) -> set[tuple[int, int]]:
