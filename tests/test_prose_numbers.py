@@ -8,23 +8,23 @@ a configuration value (a number of experiments/), or be named below as a number 
 groups: a mean and its std ("43.45 ± 0.23"), an interval ("−0.12 [−0.93, +0.69]"), a trend ("0.245 → 0.062"), a
 count ("2 of 3"); each value of a list is a group of its own. A group must appear in an artefact as consecutive
 numbers (an interval also as its mirror: "b − a" for "a − b"; a count word for word), and where its clause (text
-between ";", ", ", a table cell's "|", a sentence's end; a table row's first cell too) names pairings, on an artefact
-line naming one of them: so "0.897 on I4nothink" is read on Figure 1's I4nothink line, not anywhere. That line must
-also name the settings the words leading to the group name ("GR-OPD (λ = 0) ... 1 of 3"; Table 2's λ and γ columns
-count as naming them) and be of the table or figure they name ("Table 1's λ = 0.25 at 43.01 ± 0.80"). A count of
-runs whose sentence names its subject (a method and its settings), its verb (collapse, unstable) and a pairing is
-counted from the claims page's per-seed rows of that setting; other counts are read word for word, of the subject
-the artefact names last before them; a group after "seed N" is read on that seed's row or words. A number alone
-outside such a clause is only checked to be there (another number may equal it), but a setting's n ("at 3 seeds", "df = 2": the artefacts' "n=3") and a collapse's step
-("steps 82, 99": "at step 82"; a list of them as one setting's seeds in order) are read as the artefacts write them,
-and a rule's "excludes 0" and "Avg@4" word for word. An integer alone that names something (a claim, table, figure,
-round, seed, world) is not a result: it must name something that exists; a verdict stated of a claim ("claim 6
-reproduced") must be the claims page's, a claim's gloss ("Claim 3 (cross-pattern stability)") a word of its title.
-Counts of runs, the machine and the seeds round 7 states are counted from the runs' status.json, the questions'
-range from the tiny profile, ranges of lengths (LENGTHS) from the claims page within a token, and the code's numbers
-README states (SOURCED) from the files that hold them. Rounds 5 and 6 are read as before round 8: only their groups
-holding a decimal or a percentage, by no clause's pairing. tools/prose_mutations.py measures what this catches: one
-mutant per number (tests/test_prose_mutations.py).
+between ";", ", ", a table cell's "|", a sentence's end; a table row's first cell too) names pairings, on an
+artefact line naming one of them: so "0.897 on I4nothink" is read on Figure 1's I4nothink line, not anywhere. That
+line must also name the settings the words leading to the group name ("GR-OPD (λ = 0) ... 1 of 3"; Table 2's λ and γ
+columns count as naming them) and be of the table or figure they name ("Table 1's λ = 0.25 at 43.01 ± 0.80"). A
+count of runs whose sentence names its subject (a method and its settings), its verb (collapse, unstable) and a
+pairing is counted from the claims page's per-seed rows of that setting; other counts are read word for word, of the
+subject the artefact names last before them; a group after "seed N" is read on that seed's row or words. A number
+alone outside such a clause is only checked to be there (another number may equal it), but a setting's n ("at 3
+seeds", "df = 2": the artefacts' "n=3") and a collapse's step ("steps 82, 99": "at step 82"; a list of them as one
+setting's seeds in order) are read as the artefacts write them, and a rule's "excludes 0" and "Avg@4" word for word.
+An integer alone that names something (a claim, table, figure, round, seed, world) is not a result: it must name
+something that exists; a verdict stated of a claim ("claim 6 reproduced") must be the claims page's, a claim's gloss
+("Claim 3 (cross-pattern stability)") a word of its title. Counts of runs, the machine and the seeds round 7 states
+are counted from the runs' status.json, the questions' range from the tiny profile, ranges of lengths (LENGTHS) from
+the claims page within a token, and the code's numbers README states (SOURCED) from the files that hold them. Rounds
+5 and 6 are read as before round 8: only their groups holding a decimal or a percentage, by no clause's pairing.
+tools/prose_mutations.py measures what this catches: one mutant per number (tests/test_prose_mutations.py).
 """
 
 from __future__ import annotations
