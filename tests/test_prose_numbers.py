@@ -642,7 +642,7 @@ def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> 
     does not judge, or glosses in words none of its title's ("Claim 4 (cross-pattern stability)"), a table or figure
     the report does not build, a round TINY.md has not reached, a seed no committed run has, a world TINY.md did not
     build ("world 4", "world-4"). A range ("Tables 3–6",
-    "seeds 0–2") names each of its members, and at least two."""
+    "seeds 0–2") names each of its members, and at least two. A numbered list's items count 1, 2, 3 ...."""
     page = (artefacts[("reference",)].sets[0].out / "claims.md").read_text()
     claims = set(SUMMARY.findall(page))
     rounds = {m for m in re.findall(r"^## Round (\d+)", text["experiments/TINY.md"], re.M)}
@@ -664,6 +664,8 @@ def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> 
                 stems(match.group(2)) & stems(titles.get(c, "")) for c in named
             ):
                 wrong.append(f"{name}: '{match.group(0)}': no word of the titles of claims {', '.join(named)}")
+        items = re.findall(r"^(\d+)\. ", section if every else "", re.M)  # a numbered list counts 1, 2, 3 ...
+        wrong += [f"{name}: list items numbered {items}"] if items != [str(n) for n in range(1, len(items) + 1)] else []
         for match in NAME.finditer(section if every else ""):
             kind = match.group(1).lower().rstrip("s-")
             members = re.split(r", | and ", re.sub(r"\([a-d]\)", "", match.group(2)))  # "Figures 3(a), 3(b) and 4"

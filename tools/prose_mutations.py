@@ -38,7 +38,6 @@ ACCEPTED = [  # (what an uncaught number is; where the words that say so are; th
         " named table on that table, a verdict stated of a claim against the claims page and a claim's gloss"
         " against its title; which of two existing things a sentence means is no number a record holds",
     ),
-    ("a list item's number", AFTER, r"\. \*\*", "markdown's numbering of a list, not a statement"),
     (
         "the first number of a count",
         AFTER,
