@@ -39,7 +39,7 @@ def test_every_changed_digit_is_caught_or_of_a_named_kind(artefacts) -> None:
     assert all(line.endswith(")") for line in excused)  # each names its kind
 
 
-def test_a_changed_setting_or_count_of_runs_is_caught(artefacts) -> None:
+def test_a_changed_count_of_runs_or_pairing_bound_number_is_caught(artefacts) -> None:
     """The mutants are caught by reading, not by chance: a mutated copy of a sentence whose number the runs give
     ('152 in all') and one whose pairing binds it ('0.897 on I4nothink') each fail a check, the committed text none."""
     text = prose.texts()
