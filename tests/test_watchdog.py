@@ -65,6 +65,26 @@ def test_the_watchdog_thread_calls_the_hang(tmp_path: Path) -> None:
     assert len(reasons) == 1 and "a rank is hung" in reasons[0]
 
 
+def test_a_process_that_stood_still_is_not_hung() -> None:
+    """A run stopped for 5,000 s (SIGSTOP, then SIGCONT: a remake grid paused during a CI run was ended with exit
+    75 at once) goes on: the thread, waking 5,000 s late, moves the last beat by the time it stood still."""
+    now = {"t": 0.0}
+    reasons: list[str] = []
+    dog = StepWatchdog(600.0, "run r, rank 0", on_hang=reasons.append, clock=lambda: now["t"], poll_s=0.01)
+    dog.beat()
+    now["t"] = 60.0
+    dog.beat()  # a step of 60 s: the deadline is 840 s
+    dog.start()
+    time.sleep(0.1)
+    now["t"] = 60.0 + 5000.0  # the process stood still, then wakes
+    time.sleep(0.2)
+    dog.stop()
+    assert reasons == [] and dog.overdue() is None
+    assert 4999.0 < dog.last <= 5060.0
+    now["t"] = dog.last + 841.0  # a rank hung from its wake-up on: overdue as before
+    assert "no rollout batch done for 841 s, over 840 s" in dog.overdue()
+
+
 def test_a_hang_leaves_the_marker_and_exits_for_a_requeue(tmp_path: Path) -> None:
     marker = tmp_path / ".hung" / "4242"
     result = subprocess.run(

@@ -9,8 +9,10 @@ exits with HUNG_EXIT at once (os._exit: a hung collective never returns to Pytho
 steps, so every rank's watchdog fires, the launcher ends the job, and the job script, finding the marker, requeues it
 (`scontrol requeue`); the run resumes from its last checkpoint. Before the first timed step the process group's own
 timeout holds (start-up: engines, compilation), and while a checkpoint is written (`paused`: its time on a slow
-shared disk is not a step's). The allowance is the teacher server's wait (GROPD_TEACHER_WAIT_S)
-for a run that scores through one (a step may wait that long for a server that went away), else ALLOWANCE_S.
+shared disk is not a step's). A process that stood still (SIGSTOP, Ctrl-Z then `fg`, a paused VM) is not hung:
+its watchdog thread wakes late, which a hung rank's does not, and the time it stood still is not counted. The
+allowance is the teacher server's wait (GROPD_TEACHER_WAIT_S) for a run that scores through one (a step may wait that
+long for a server that went away), else ALLOWANCE_S.
 """
 
 from __future__ import annotations
@@ -73,6 +75,11 @@ class StepWatchdog:
         finally:
             self.last = self.clock()
 
+    def suspended(self, seconds: float) -> None:
+        """This process stood still for `seconds`: the wait for the next beat counts without them."""
+        if self.last is not None and seconds > 0:
+            self.last += seconds
+
     def overdue(self) -> str | None:
         """Why this rank counts as hung now, or None."""
         limit = deadline_s(self.steps_s, self.allowance_s)
@@ -85,7 +92,13 @@ class StepWatchdog:
         )
 
     def _watch(self) -> None:
+        polled = self.clock()
         while not self._stop.wait(self.poll_s):
+            now = self.clock()
+            late = now - polled - self.poll_s  # a hung rank's thread still wakes on time; a stopped process's does not
+            if late > self.poll_s:
+                self.suspended(late)
+            polled = now
             reason = self.overdue()
             if reason is not None:
                 self.on_hang(reason)
