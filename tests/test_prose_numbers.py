@@ -147,6 +147,12 @@ def value(token: str) -> str:
     return token.replace("−", "-").replace("+", "").replace(",", "")
 
 
+def mutated(token: str) -> str:
+    """`token` with its last digit d changed to (d + 1) mod 10 (a percent sign kept)."""
+    digits = token.rstrip("%")
+    return digits[:-1] + str((int(digits[-1]) + 1) % 10) + token[len(digits) :]
+
+
 def mirror(token: str) -> str:
     return token[1:] if token.startswith("-") else f"-{token}"
 
@@ -757,9 +763,7 @@ def test_a_group_changed_by_one_in_a_last_digit_is_caught(artefacts) -> None:
         if not any("." in v or "%" in v for v in numbers):  # a count or an integer: "2 of 3" may be "3 of 3" too
             continue
         for index, number in enumerate(numbers):
-            digits = number.rstrip("%")
-            changed = [*numbers[:index], digits[:-1] + str((int(digits[-1]) + 1) % 10) + number[len(digits) :]]
-            changed += numbers[index + 1 :]
+            changed = [*numbers[:index], mutated(number), *numbers[index + 1 :]]
             if artefacts[runs].holds(changed, where) and (name, tuple(changed)) not in said:
                 uncaught.append(f"{name}: {numbers} as {changed} in '…{context}…'")
     assert uncaught == [], "\n".join(uncaught)

@@ -76,12 +76,6 @@ def accepted(text: str, at: int, token: str) -> str | None:
     return next((kind for kind, where, pattern, _ in ACCEPTED if re.search(pattern, words[where], re.M)), None)
 
 
-def mutated(token: str) -> str:
-    """`token` with its last digit d changed to (d + 1) mod 10 (a percent sign kept)."""
-    digits = token.rstrip("%")
-    return digits[:-1] + str((int(digits[-1]) + 1) % 10) + token[len(digits) :]
-
-
 Mutant = tuple[str, int, int, str, str, str | None, dict[str, str]]
 
 
@@ -97,7 +91,7 @@ def mutants(text: dict[str, str]) -> list[Mutant]:
                 continue
             at = first + match.start()
             token = match.group(0)
-            changed = text[name][:at] + mutated(token) + text[name][at + len(token) :]
+            changed = text[name][:at] + prose.mutated(token) + text[name][at + len(token) :]
             context = " ".join(text[name][max(0, at - 60) : at + len(token) + 30].split())
             line = text[name].count("\n", 0, at) + 1
             out.append(
@@ -137,7 +131,7 @@ def run(
         caught = bool(wrong(artefacts, changed) - before)
         done, forgiven, total = tally.get(index, (0, 0, 0))
         tally[index] = (done + caught, forgiven + (not caught and kind is not None), total + 1)
-        said = f"{name}:{line}: {token} -> {mutated(token)} in '…{context}…'"
+        said = f"{name}:{line}: {token} -> {prose.mutated(token)} in '…{context}…'"
         if not caught:
             (uncaught if kind is None else excused).append(said if kind is None else f"{said} ({kind})")
     return tally, uncaught, excused
