@@ -31,6 +31,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+PROCESSES = 2  # the processes that must give one process's weights: README's state table states this number
+
+
 def run_worker(out: Path, mode: str, timeout: int = 300) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     if mode.startswith("single"):
@@ -41,7 +44,7 @@ def run_worker(out: Path, mode: str, timeout: int = 300) -> dict:
             "-m",
             "torch.distributed.run",
             "--nproc_per_node",
-            "4" if mode == "responses" else "2",
+            "4" if mode == "responses" else str(PROCESSES),
             "--master_addr",
             "127.0.0.1",
             "--master_port",

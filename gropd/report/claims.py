@@ -482,6 +482,11 @@ def judge(ev: Evidence) -> Claims:
     return Claims(judged, common, families, multiplicity(families, called, standing), (header, rows))
 
 
+def anchor(key: str) -> str:
+    """The anchor other pages link a claim by (`claims.md#claim-7′a`): its key, whatever its title says."""
+    return f'<a id="claim-{key}"></a>'
+
+
 def claims(ev: Evidence) -> Artefact:
     """claims.md: a summary of verdicts, the comparisons' families, then per claim the paper's sentence, the rule,
     the evidence, the verdict."""
@@ -504,7 +509,8 @@ def claims(ev: Evidence) -> Artefact:
     header, family_rows = page.family_table
     lines += ["", "**The registered family.**", ""] + pipe_table(header, [Cell.texts(*row) for row in family_rows])
     for j in page.judged:
-        lines += ["", f"## {j.name}", "", f"**The paper.** {j.claim.paper}", "", f"**Rule.** {j.rule}"]
+        lines += ["", anchor(j.claim.key), "", f"## {j.name}", "", f"**The paper.** {j.claim.paper}"]
+        lines += ["", f"**Rule.** {j.rule}"]
         lines += ["", "**Evidence.**", ""]
         for intro, header, table_rows in j.tables:
             lines += [intro, ""] + pipe_table(header, [[Cell(c) for c in row] for row in table_rows]) + [""]
