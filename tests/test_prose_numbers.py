@@ -78,6 +78,12 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
         "experiments/TINY.md",
         "of the {excluding} registered differences whose interval excludes 0, {holm} stay resolved",
     ),
+    ("README.md", "adjusts its registered family ({registered} comparisons, the differences a verdict reads)"),
+    (
+        "README.md",
+        "of the {excluding} registered differences whose interval excludes 0, {holm} stay resolved after Holm",
+    ),
+    ("README.md", "Its {described} described comparisons"),
     ("experiments/TINY.md", "Intel Xeon (family {family} model {model}), two runs"),  # the machine every run records
     ("README.md", "Intel Xeon (family {family} model {model}; each run's"),
     ("README.md", "mean ± sample std over seeds {seeds}, in"),  # the seeds of the runs, first to last
@@ -141,6 +147,7 @@ VERDICT = re.compile(  # "claims 9a, 9b and 9c (what prevents the collapse) not 
     r"\b[Cc]laims? ((?:\d+′?[a-c]?)(?:(?:, | and )\d+′?[a-c]?)*)(?: \([^()]*\))?:?(?: is| are)?(?: now)? \**"
     r"(not reproduced|reproduced|not tested)"
 )
+AFTER_HOLM = re.compile(r"after Holm,? claims? ((?:\d+′?[a-c]?)(?:(?:, | and )\d+′?[a-c]?)*) would not be reproduced")
 SUMMARY = re.compile(r"^\| (\d+′?[a-c]?)\. .* \| (not reproduced|reproduced|not tested) \|", re.M)  # the page's table
 SETTING = re.compile(r"(− )?(λ|γ|c) ?= ?(\d+(?:\.\d+)?)(?![\d.])")  # a setting in prose: "λ = 0.25", "− λ = 0"
 AT_SETTING = re.compile(r"\bat (?:λ|γ|c) ?= ?\d+(?:\.\d+)?(?![\d.])")  # "at λ = 0.25": the group before's
@@ -165,7 +172,7 @@ LENGTHS = [  # (file, words stating a range of mean lengths, the claim whose run
 ]
 SEEDS = re.compile(r" (?:paired )?seeds?\b(?! pairs)")  # "at 3 seeds": a setting's n, as the artefacts' "n=3"
 STEPS = re.compile(r"\bsteps? $")  # "(steps 82, 99, 92)": the steps at which runs collapsed ("collapsed at step 82")
-LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")  # "[claim 0](paper_figures/tiny/claims.md#claim-0)"
+LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")  # "[claim 0](paper_figures/tiny/claims.md#claim-0)"
 LINKED = ("claim", "table", "figure", "round")  # the names a section read whole writes as links to what they name
 ANCHORED = {"claim": r"## {}\. ", "round": r"## Round {}: "}  # the heading an anchor "<a id="claim-0"></a>" stands on
 FILED = re.compile(r"(table|fig)(?:ure)?(\d)\.md$")  # an artefact file: "table1.md", "fig3.md", "figure1.md"
@@ -617,9 +624,13 @@ def uncounted(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) ->
 
 def misjudged(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
     """Each verdict `text` (file -> its text) states of a claim that is not the claims page's (sections of one
-    results directory)."""
-    verdicts = dict(SUMMARY.findall((artefacts[("reference",)].sets[0].out / "claims.md").read_text()))
+    results directory), and each list of the claims that "after Holm ... would not be reproduced" that is not the
+    claims whose summary row's 'after Holm' cell says "not reproduced", all of them."""
+    page = (artefacts[("reference",)].sets[0].out / "claims.md").read_text()
+    verdicts = dict(SUMMARY.findall(page))
     assert len(verdicts) > 10, verdicts
+    lost = {key for key, row in re.findall(r"^\| (\d+′?[a-c]?)\. (.*)$", page, re.M)
+            if row.rstrip(" |").rsplit(" | ", 1)[-1].startswith("not reproduced")}  # fmt: skip
     wrong = []
     for name, runs, every, section, _ in sections(text):
         if not every or runs != ("reference",):
@@ -628,6 +639,9 @@ def misjudged(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) ->
             claims = re.split(r", | and ", match.group(1))
             wrong += [f"{name}: '{match.group(0)}': claim {c} is {verdicts.get(c)}" for c in claims
                       if verdicts.get(c) != match.group(2)]  # fmt: skip
+        for match in AFTER_HOLM.finditer(" ".join(section.split())):
+            said = set(re.split(r", | and ", match.group(1)))
+            wrong += [f"{name}: '{match.group(0)}': after Holm {sorted(lost)}"] if said != lost else []
     return wrong
 
 
@@ -876,7 +890,8 @@ def test_a_name_and_its_link_agree(artefacts, written: str, found: str | None) -
 
 def test_each_stated_verdict_is_the_claims_pages(artefacts) -> None:
     """A verdict the prose states of a claim ("claim 6 reproduced", "claims 4 and 5 not reproduced") is the verdict
-    of the claims page built from the runs its section reports (sections of one results directory)."""
+    of the claims page built from the runs its section reports (sections of one results directory); the claims said
+    to be lost "after Holm" are the page's, all of them."""
     found = CHECKS["misjudged"](artefacts, texts())
     assert found == [], "\n".join(found)
 
