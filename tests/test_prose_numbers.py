@@ -84,6 +84,7 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
         "of the {excluding} registered differences whose interval excludes 0, {holm} stay resolved after Holm",
     ),
     ("README.md", "Its {described} described comparisons"),
+    ("README.md", "before their {trained} new runs started; the other {twins} copy runs of other grids"),
     ("experiments/TINY.md", "Intel Xeon (family {family} model {model}), two runs"),  # the machine every run records
     ("README.md", "Intel Xeon (family {family} model {model}; each run's"),
     ("README.md", "mean ± sample std over seeds {seeds}, in"),  # the seeds of the runs, first to last
