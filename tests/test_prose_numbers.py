@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -133,7 +134,7 @@ VERB = re.compile(r"\b(collaps|unstable)")  # what a count of runs counts: the v
 FOLLOWING_VERB = re.compile(r"(?: seeds?)? (collaps|unstable)")
 SENTENCE_END = re.compile(r"\.\s|\n\n|\|")
 LABEL = re.compile(r"(λ|γ|c)=(\d+(?:\.\d+)?)(?![\w.])")
-ARTEFACTS = ["table1", "table2", "table3", "table4", "table5", "table6", "claims", "fig1"]
+ARTEFACTS = ["table1", "table2", "table3", "table4", "table5", "table6", "claims", "fig1", "fig3", "fig4"]
 PAIRINGS = {  # how the prose names a pairing -> how the artefacts do
     "I4nothink": "I4nothink→I1.7nothink",
     "I32nothink": "I32nothink→I1.7nothink",
@@ -772,7 +773,7 @@ def linked_to(name: str, target: str, built: Path) -> tuple[str, str] | None:
     anchor on another heading; None for any other target. paper_figures/tiny/ (git-ignored: what the quick start
     builds) is read as `built`, the artefacts built from the runs the section reports."""
     path, _, fragment = target.partition("#")
-    file = ((REPO / name).parent / path).resolve() if path else REPO / name
+    file = Path(os.path.normpath((REPO / name).parent / path)) if path else REPO / name  # no link followed
     generated = REPO / "paper_figures" / "tiny"
     file = built / file.relative_to(generated) if file.is_relative_to(generated) else file
     if not file.is_file():
