@@ -145,11 +145,12 @@ PAIRINGS = {  # how the prose names a pairing -> how the artefacts do
 PAIRING = re.compile(r"(?<![\w.])(I4nothink|I32nothink|B4→B1\.7|I4think|I32think)")
 CLAUSE_END = re.compile(r";|\||\n\n|\.(?=\s)|,(?= )(?![^\[]*\])")  # ";", a cell's "|", a sentence's end, ", "
 MODEL_ROW = re.compile(r"^\| tiny-([\w.]+) \| (\w+) \|")  # Table 6's row of a model: "| tiny-I4 | think |"
+CLAIMS = r"((?:\d+′?[a-c]?)(?:(?:, | and )\d+′?[a-c]?)*)"  # "9a, 9b and 9c": the claims a sentence names
 VERDICT = re.compile(  # "claims 9a, 9b and 9c (what prevents the collapse) not reproduced", "Claim 4: not reproduced"
-    r"\b[Cc]laims? ((?:\d+′?[a-c]?)(?:(?:, | and )\d+′?[a-c]?)*)(?: \([^()]*\))?:?(?: is| are)?(?: now)? \**"
+    rf"\b[Cc]laims? {CLAIMS}(?: \([^()]*\))?:?(?: is| are)?(?: now)? \**"
     r"(not reproduced|reproduced|not tested)"
 )
-AFTER_HOLM = re.compile(r"after Holm,? claims? ((?:\d+′?[a-c]?)(?:(?:, | and )\d+′?[a-c]?)*) would not be reproduced")
+AFTER_HOLM = re.compile(rf"after Holm,? claims? {CLAIMS} would not be reproduced")
 SUMMARY = re.compile(r"^\| (\d+′?[a-c]?)\. .* \| (not reproduced|reproduced|not tested) \|", re.M)  # the page's table
 SETTING = re.compile(r"(− )?(λ|γ|c) ?= ?(\d+(?:\.\d+)?)(?![\d.])")  # a setting in prose: "λ = 0.25", "− λ = 0"
 AT_SETTING = re.compile(r"\bat (?:λ|γ|c) ?= ?\d+(?:\.\d+)?(?![\d.])")  # "at λ = 0.25": the group before's
@@ -158,7 +159,7 @@ NAME = re.compile(  # "claims 4′a, 4′b and 5′", "Tables 3–6", "round 7",
     r"\b([Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?|world-?)\s?"
     r"((?:\d+–\d+|\d+′?[a-c]?)(?:(?:\([a-d]\))?(?:,\s|\sand\s)(?:\d+–\d+|\d+′?[a-c]?)(?!\sseeds?\b))*)(?!\d|\.\d)"
 )  # "claims 9a and 9b, 3 seeds each": the 3 is no claim; "round 8." ends a sentence
-GLOSS = re.compile(r"\b[Cc]laims? ((?:\d+′?[a-c]?)(?:(?:, | and )\d+′?[a-c]?)*) \(([^()]*)\)")  # a claim, glossed
+GLOSS = re.compile(rf"\b[Cc]laims? {CLAIMS} \(([^()]*)\)")  # a claim, glossed
 VERDICT_WORDS = re.compile(r"(?:not )?reproduced|not tested")  # "claim 6 (reproduced)": a verdict, not a gloss
 WORDS = ("excludes ", "above ", "Avg@")  # "interval excludes 0", "Macro Avg@4": words with their number
 WORDED = re.compile(rf"\b({'|'.join(WORDS)})$")
@@ -749,21 +750,28 @@ def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> 
     return wrong
 
 
-def unlinked(text: str) -> tuple[str, list[tuple[int, int, str]]]:
+@functools.lru_cache(maxsize=16)  # every check reads the same texts: each is unlinked once
+def unlinked(text: str) -> tuple[str, tuple[tuple[int, int, str], ...]]:
     """`text` with each link written as its words, and each link's (start, end, target): where its words are."""
-    words, links, last = [], [], 0
+    words, links, last, length = [], [], 0, 0
     for match in LINK.finditer(text):
-        words.append(text[last : match.start()])
-        start = sum(map(len, words))
-        words.append(match.group(1))
-        links.append((start, start + len(match.group(1)), match.group(2)))
+        words += [text[last : match.start()], match.group(1)]
+        start = length + match.start() - last
+        length = start + len(match.group(1))
+        links.append((start, length, match.group(2)))
         last = match.end()
-    return "".join(words) + text[last:], links
+    return "".join(words) + text[last:], tuple(links)
 
 
 def as_words(text: dict[str, str]) -> dict[str, str]:
     """`text` (file -> its text) with each link written as its words: what every check but `mislinked` reads."""
     return {name: unlinked(written)[0] for name, written in text.items()}
+
+
+@functools.cache
+def read(file: Path) -> str:
+    """A file a link names, read once (committed or built, it does not change while the checks run)."""
+    return file.read_text()
 
 
 def linked_to(name: str, target: str, built: Path) -> tuple[str, str] | None:
@@ -785,7 +793,7 @@ def linked_to(name: str, target: str, built: Path) -> tuple[str, str] | None:
     if kind not in ANCHORED or not which:
         return None
     heading = ANCHORED[kind].format(re.escape(which))
-    found = re.search(f'^<a id="{re.escape(fragment)}"></a>\n\n{heading}', file.read_text(), re.M)
+    found = re.search(f'^<a id="{re.escape(fragment)}"></a>\n\n{heading}', read(file), re.M)
     return (kind, which) if found else ("missing", target)
 
 
@@ -795,7 +803,7 @@ def mislinked(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) ->
     "[Tables 3](…/table3.md)–[6](…/table6.md)"), and each link to a file or anchor that is not there."""
     wrong = []
     for name, runs, every, section, _ in sections(text):
-        words, links = unlinked(section) if every else ("", [])
+        words, links = unlinked(section) if every else ("", ())
         built = artefacts[runs].sets[0].out
         targets = [(start, end, linked_to(name, target, built), target) for start, end, target in links]
         wrong += [f"{name}: a link to {target}: no such file or anchor" for *_, to, target in targets
