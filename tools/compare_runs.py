@@ -24,9 +24,13 @@ def metrics(run: Path) -> list[dict[str, Any]]:
     return [{key: value for key, value in row.items() if key not in TIMINGS} for row in rows]
 
 
-def scores(run: Path) -> dict[str, Any]:
-    """The summary's numbers: Macro and each suite's record (the model's path names where it ran, so it is left out)."""
-    summary = json.loads((run / "eval" / "summary.json").read_text())
+def scores(run: Path) -> dict[str, Any] | None:
+    """The summary's numbers: Macro and each suite's record (the model's path names where it ran, so it is left out);
+    None for a run with no evaluation (a collapsed run is not evaluated)."""
+    path = run / "eval" / "summary.json"
+    if not path.exists():
+        return None
+    summary = json.loads(path.read_text())
     return {"macro": summary.get("macro"), "suites": summary.get("suites")}
 
 
@@ -39,7 +43,8 @@ def first_difference(mine: Path, theirs: Path) -> str | None:
     if len(metrics(mine)) != len(metrics(theirs)):
         return f"{len(metrics(mine))} steps vs {len(metrics(theirs))}"
     if scores(mine) != scores(theirs):
-        return f"evaluation: Macro {scores(mine)['macro']!r} vs {scores(theirs)['macro']!r}"
+        macros = [None if found is None else found["macro"] for found in (scores(mine), scores(theirs))]
+        return f"evaluation: Macro {macros[0]!r} vs {macros[1]!r} (None: not evaluated)"
     return None
 
 

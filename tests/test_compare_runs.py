@@ -1,0 +1,56 @@
+"""tools/compare_runs.py: the runs two results directories share, compared bit for bit (timings aside), a collapsed
+run (never evaluated) included."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("compare_runs", REPO / "tools" / "compare_runs.py")
+compare_runs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(compare_runs)
+
+ROWS = [{"step": 1, "loss": 0.5, "time_update_s": 1.0}, {"step": 2, "loss": 0.25, "time_update_s": 1.0}]
+
+
+def write(results: Path, run_id: str, state: str, rows: list[dict], macro: float | None) -> None:
+    """A run as compare_runs reads it: status.json, metrics.jsonl and, when `macro` is given, eval/summary.json."""
+    run = results / "tiny" / run_id
+    run.mkdir(parents=True)
+    (run / "status.json").write_text(json.dumps({"status": state}))
+    (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    if macro is not None:
+        (run / "eval").mkdir()
+        (run / "eval" / "summary.json").write_text(json.dumps({"model": str(run), "macro": macro, "suites": {}}))
+
+
+def test_identical_runs_pass_whatever_their_timings_and_a_collapsed_run_is_compared_by_its_steps(tmp_path, capsys):
+    for name, timing in (("mine", 1.0), ("theirs", 9.0)):
+        rows = [{**row, "time_update_s": timing} for row in ROWS]
+        write(tmp_path / name, "a", "finished", rows, 40.0)
+        write(tmp_path / name, "b", "collapsed", rows, None)
+    write(tmp_path / "mine", "only_mine", "finished", ROWS, 1.0)  # not shared: not compared
+    assert compare_runs.main([str(tmp_path / "mine"), str(tmp_path / "theirs")]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "a: identical",
+        "b: identical",
+        "2 of 2 shared finished runs identical",
+    ]
+
+
+def test_a_changed_metric_an_extra_step_or_an_evaluation_one_side_lacks_is_reported_and_fails(tmp_path, capsys):
+    write(tmp_path / "mine", "metric", "finished", ROWS, 40.0)
+    write(tmp_path / "theirs", "metric", "finished", [ROWS[0], {**ROWS[1], "loss": 0.3}], 40.0)
+    write(tmp_path / "mine", "steps", "finished", ROWS, 40.0)
+    write(tmp_path / "theirs", "steps", "finished", ROWS[:1], 40.0)
+    write(tmp_path / "mine", "macro", "finished", ROWS, 40.0)
+    write(tmp_path / "theirs", "macro", "collapsed", ROWS, None)
+    assert compare_runs.main([str(tmp_path / "mine"), str(tmp_path / "theirs")]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "macro: differs at evaluation: Macro 40.0 vs None (None: not evaluated)",
+        "metric: differs at step 2: loss 0.25 vs 0.3",
+        "steps: differs at 2 steps vs 1",
+        "0 of 3 shared finished runs identical",
+    ]
