@@ -15,6 +15,7 @@ budget, and writes each rank's log-probs to OUT.<rank>.
 
 from __future__ import annotations
 
+import os
 import sys
 from types import SimpleNamespace
 
@@ -183,14 +184,22 @@ def main(out: str, mode: str) -> None:
         torch.save({"weights": weights, "reductions": reductions[0], "moved": moved}, out)
 
 
-def end_process_group() -> None:
-    """Meet, then destroy the process group: a rank that exits with gloo's threads still up can abort in
-    C++ ("terminate called without an active exception", seen once in CI) after its work is done."""
+def end_process(mode: str) -> None:
+    """Meet, destroy the process group, then leave without the interpreter's finalisation (os._exit). A rank aborted
+    in C++ twice in CI ("terminate called without an active exception", SIGABRT; the second time under FSDP2 with the
+    barrier and destroy_process_group already in place), its stderr not saying where. The likeliest place is the
+    teardown: what still references gloo's process group (FSDP2's device mesh, accelerate's state) is destroyed with
+    the interpreter, and gloo's leftover work then takes the GIL of an interpreter going away (pytorch/pytorch#179291);
+    os._exit skips it. The output file is written before; the line on stderr tells a failure's message whether this
+    rank got that far."""
+    print(f"{mode}: rank {os.environ.get('RANK', '0')} done, ending its process group", file=sys.stderr, flush=True)
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2])
-    end_process_group()  # only after success: a barrier with a failed rank would wait for its timeout
+    end_process(sys.argv[2])  # only after success: a barrier with a failed rank would wait for its timeout
