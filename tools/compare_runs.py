@@ -36,14 +36,16 @@ def scores(run: Path) -> dict[str, Any] | None:
 
 def first_difference(mine: Path, theirs: Path) -> str | None:
     """Where two finished runs first differ, None when they do not."""
-    for step, (a, b) in enumerate(zip(metrics(mine), metrics(theirs), strict=False), 1):
+    rows, their_rows = metrics(mine), metrics(theirs)
+    for step, (a, b) in enumerate(zip(rows, their_rows, strict=False), 1):
         if a != b:
             keys = sorted(k for k in {*a, *b} if a.get(k) != b.get(k))
             return f"step {step}: {', '.join(f'{k} {a.get(k)!r} vs {b.get(k)!r}' for k in keys[:3])}"
-    if len(metrics(mine)) != len(metrics(theirs)):
-        return f"{len(metrics(mine))} steps vs {len(metrics(theirs))}"
-    if scores(mine) != scores(theirs):
-        macros = [None if found is None else found["macro"] for found in (scores(mine), scores(theirs))]
+    if len(rows) != len(their_rows):
+        return f"{len(rows)} steps vs {len(their_rows)}"
+    evaluations = scores(mine), scores(theirs)
+    if evaluations[0] != evaluations[1]:
+        macros = [None if found is None else found["macro"] for found in evaluations]
         return f"evaluation: Macro {macros[0]!r} vs {macros[1]!r} (None: not evaluated)"
     return None
 
