@@ -37,6 +37,7 @@ from gropd.runs.lifecycle import run_state
 from gropd.runs.pipeline import execute, find_run_file, grid_entries, materialise, planned_state
 from gropd.runs.plan import REFUSED, check_overrides, plan_entry, plan_run_id, refusal
 from gropd.runs.status import format_table, status_rows
+from gropd.train.world import leave
 
 EXPERIMENTS = Path("experiments")
 
@@ -407,4 +408,4 @@ def failed_write(err: Exception) -> str | None:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, interrupted)
-    sys.exit(main())
+    leave(main())

@@ -27,6 +27,7 @@ from gropd.credit import method
 from gropd.model.logprobs import pack, response_logprobs
 from gropd.model.rollout.base import RolloutBatch
 from gropd.train.step import Rollout, StepContext, assign_prompts, update_policy
+from gropd.train.world import leave
 
 PROMPTS, G, VOCAB = 8, 4, 20
 TRAIN = SimpleNamespace(
@@ -185,19 +186,14 @@ def main(out: str, mode: str) -> None:
 
 
 def end_process(mode: str) -> None:
-    """Meet, destroy the process group, then leave without the interpreter's finalisation (os._exit). A rank aborted
-    in C++ twice in CI ("terminate called without an active exception", SIGABRT; the second time under FSDP2 with the
-    barrier and destroy_process_group already in place), its stderr not saying where. The likeliest place is the
-    teardown: what still references gloo's process group (FSDP2's device mesh, accelerate's state) is destroyed with
-    the interpreter, and gloo's leftover work then takes the GIL of an interpreter going away (pytorch/pytorch#179291);
-    os._exit skips it. The output file is written before; the line on stderr tells a failure's message whether this
-    rank got that far."""
+    """Meet, destroy the process group, then leave as gropd.cli does (gropd/train/world.py `leave`: a rank ends by
+    os._exit, skipping the interpreter's teardown, where a rank aborted in C++ in CI). The line on stderr tells a
+    failure's message whether this rank got that far."""
     print(f"{mode}: rank {os.environ.get('RANK', '0')} done, ending its process group", file=sys.stderr, flush=True)
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
-    sys.stdout.flush()
-    os._exit(0)
+    leave(0)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ Where the behaviour needs several processes, accelerate 1.15.0 is faked at the l
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -119,3 +122,35 @@ def test_the_schedule_steps_once_per_optimiser_step_on_any_process_count(fresh_s
         optimizer.step()
         scheduler.step()
         assert scheduler.get_last_lr() == [pytest.approx((update + 2) / 10)]
+
+
+LEAVING = """
+import atexit, sys
+from pathlib import Path
+from gropd.train.world import leave
+atexit.register(lambda: Path(sys.argv[1]).write_text("exit handlers ran"))
+class Teardown:
+    def __del__(self):  # a module global's finaliser: runs in the interpreter's teardown only
+        print("teardown ran")
+held = Teardown()
+print("buffered, never flushed by hand", end="")
+leave(3)
+"""
+
+
+@pytest.mark.parametrize("world", ["2", "1", None])
+def test_a_rank_of_a_launched_world_leaves_without_the_interpreters_teardown(tmp_path, world) -> None:
+    """gropd.cli ends by world.leave: in a launcher's world (WORLD_SIZE > 1) the exit handlers run and the streams
+    are flushed, the code passes through, and nothing of the interpreter's teardown runs (where gloo's leftovers
+    aborted a rank); any other process exits as usual, teardown included."""
+    env = {k: v for k, v in os.environ.items() if k != "WORLD_SIZE"} | ({"WORLD_SIZE": world} if world else {})
+    env["PYTHONPATH"] = str(REPO)
+    marker = tmp_path / "marker"
+    done = subprocess.run(
+        [sys.executable, "-c", LEAVING, str(marker)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 3, done.stderr
+    assert marker.read_text() == "exit handlers ran"
+    launched = world == "2"
+    expected = "buffered, never flushed by hand" + ("" if launched else "teardown ran\n")
+    assert done.stdout == expected

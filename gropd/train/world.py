@@ -1,5 +1,5 @@
 """The trainer's distributed world: every per-rank size, derived in one place from the real process
-count, and the process group's timeout.
+count, the process group's timeout, and how a process leaves it.
 
 With `W` processes, `P` prompts per rollout batch (train.prompts_per_batch), `G` responses per prompt
 and `M` responses per optimiser step (train.minibatch_responses):
@@ -17,9 +17,12 @@ run time: a run on another process count keeps P, G and M and says how its ranks
 
 from __future__ import annotations
 
+import atexit
 import os
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import NoReturn
 
 from gropd.config.errors import ConfigError
 
@@ -75,3 +78,19 @@ def process_group_timeout() -> timedelta:
     if not text.isdigit() or int(text) < 1:
         raise ConfigError("environment", TIMEOUT_VARIABLE, f"{text!r}", "a whole number of seconds >= 1")
     return timedelta(seconds=int(text))
+
+
+def leave(code: int) -> NoReturn:
+    """Exit with `code`. A rank of a launcher's world (WORLD_SIZE > 1) runs the exit handlers (atexit, weakref
+    finalizers) and flushes its streams while the interpreter is whole, then ends by os._exit, skipping the
+    interpreter's teardown: there a rank aborted after its work was done and its process group destroyed
+    ("terminate called without an active exception", SIGABRT; the rehearsal's 2-process FSDP2 training, after both
+    ranks said "trained", and tests/dp_worker.py), since what still holds gloo's group (FSDP2's device mesh, the
+    model) is freed with the interpreter and gloo's leftover work takes the GIL of an interpreter going away
+    (pytorch/pytorch#179291). Any other process exits as usual."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
