@@ -3,7 +3,8 @@ and 8).
 
 README's "What is reproduced so far" (its state table included) and TINY.md's result sections state numbers; each
 must be found in the tables, Figure 1 and the claims page built from the committed runs the section reports
-(`results/reference`; `results/native`, the runs the portable remake replaced, for TINY.md's rounds 5 and 6), or be
+(README: `results/reference`, PUBLISHED; TINY.md's round 7: ROUND7; its rounds 5 and 6: `results/native`, the runs
+round 7's portable remake replaced), or be
 a configuration value (a number of experiments/), or be named below as a number from elsewhere. Numbers are read in
 groups: a mean and its std ("43.45 ± 0.23"), an interval ("−0.12 [−0.93, +0.69]"), a trend ("0.245 → 0.062"), a
 count ("2 of 3"); each value of a list is a group of its own. A group must appear in an artefact as consecutive
@@ -24,9 +25,10 @@ something that exists, and a claim, table, figure or round of a section read who
 `[round 7](experiments/TINY.md#round-7)` (an anchor is the line before its heading), so that which of two existing
 things a sentence means is written twice and must agree (the other checks read a link as its words); a verdict stated of
 a claim ("claim 6 reproduced") must be the claims page's, a claim's gloss ("Claim 3 (cross-pattern stability)") a word
-of its title; a p and its Holm-adjusted p are read as one group. Counts of runs, the machine and the seeds round 7
-states are counted from the runs' status.json, the questions' range from the tiny profile, ranges of lengths (LENGTHS)
-from the claims page within a token, and the code's numbers README states (SOURCED) from the files that hold them.
+of its title; a p and its Holm-adjusted p are read as one group. Counts of runs, the machine and the seeds README and
+round 7 state are counted from the status.json of the runs each reports, the questions' range from the tiny profile,
+ranges of lengths (LENGTHS) from the claims page within a token, and the code's numbers README states (SOURCED) from
+the files that hold them.
 Rounds 5 and 6 are read as before round 8: only their groups holding a decimal or a percentage, by no clause's pairing.
 tools/prose_mutations.py measures what this catches: one mutant per number (tests/test_prose_mutations.py).
 """
@@ -47,19 +49,21 @@ from gropd.report import ARTEFACTS as REPORTED
 from gropd.report import build
 
 REPO = Path(__file__).resolve().parents[1]
+PUBLISHED = "reference"  # the runs README reports (results/reference)
+ROUND7 = "reference"  # round 7's runs, which its sections report (results/round7 once round 8's remake replaces them)
 SECTIONS = [  # (file, first line's start, the line that ends it (a heading, or the anchor before it), the committed
     # runs under results/ it reports: one set, or two where a section compares them, each number then found in either;
     # whether every number is read (round 8), or only the groups that hold a decimal or a percentage, by no clause's
     # pairing)
-    ("README.md", "## What is reproduced so far", "## What is reproducible", ("reference",), True),
+    ("README.md", "## What is reproduced so far", "## What is reproducible", (PUBLISHED,), True),
     ("experiments/TINY.md", "### Round 5 results", '<a id="round-6">', ("native",), False),
     ("experiments/TINY.md", "### Round 6 results so far", '<a id="round-7">', ("native",), False),
-    ("experiments/TINY.md", "### Round 7 results", "### Round 7: the verdicts that changed", ("reference",), True),
+    ("experiments/TINY.md", "### Round 7 results", "### Round 7: the verdicts that changed", (ROUND7,), True),
     (
         "experiments/TINY.md",
         "### Round 7: the verdicts that changed",
         '<a id="round-8">',
-        ("reference", "native"),
+        (ROUND7, "native"),
         True,
     ),
 ]
@@ -68,30 +72,47 @@ ELSEWHERE = {  # numbers measured outside the reference runs, each with the word
     '"~1.2 points" was measured as +1.07': "the same TRL measurement, corrected in round 6",
     "the registration counted 27 and 15": "the registration's prediction of its twins (round 7's sweeps' rules)",
 }
-COUNTED = [  # (file, words whose numbers are counted from the runs, by the names counts() gives them; any line breaks)
-    ("experiments/TINY.md", "{reference} in all: {remade} of the {native} native reference runs, remade"),
-    ("experiments/TINY.md", "the {sweeps} runs of grids `lambda` and `gamma`, which replace the other {replaced}"),
-    ("experiments/TINY.md", "Of the {sweeps}, {twins} are twins copied from other grids and {trained} trained"),
-    ("experiments/TINY.md", "every one of the {pairs} judged pairs resolved"),
-    ("experiments/TINY.md", "separates the registered comparisons ({registered}: the differences a verdict reads)"),
-    ("experiments/TINY.md", "from the described ones ({described}), gives each its p"),
+COUNTED = [  # (file, words whose numbers are counted from the runs, by the names counts() gives them, any line
+    # breaks; the results directory counted)
+    ("experiments/TINY.md", "{runs} in all: {remade} of the {native} native reference runs, remade", ROUND7),
+    (
+        "experiments/TINY.md",
+        "the {sweeps} runs of grids `lambda` and `gamma`, which replace the other {replaced}",
+        ROUND7,
+    ),
+    ("experiments/TINY.md", "Of the {sweeps}, {twins} are twins copied from other grids and {trained} trained", ROUND7),
+    ("experiments/TINY.md", "every one of the {pairs} judged pairs resolved", ROUND7),
+    (
+        "experiments/TINY.md",
+        "separates the registered comparisons ({registered}: the differences a verdict reads)",
+        ROUND7,
+    ),
+    ("experiments/TINY.md", "from the described ones ({described}), gives each its p", ROUND7),
     (
         "experiments/TINY.md",
         "of the {excluding} registered differences whose interval excludes 0, {holm} stay resolved",
+        ROUND7,
     ),
-    ("README.md", "adjusts its registered family ({registered} comparisons, the differences a verdict reads)"),
+    (
+        "README.md",
+        "adjusts its registered family ({registered} comparisons, the differences a verdict reads)",
+        PUBLISHED,
+    ),
     (
         "README.md",
         "of the {excluding} registered differences whose interval excludes 0, {holm} stay resolved after Holm",
+        PUBLISHED,
     ),
-    ("README.md", "Its {described} described comparisons"),
-    ("README.md", "before their {trained} new runs started; the other {twins} copy runs of other grids"),
-    ("experiments/TINY.md", "Intel Xeon (family {family} model {model}), two runs"),  # the machine every run records
-    ("README.md", "Intel Xeon (family {family} model {model}; each run's"),
-    ("README.md", "mean ± sample std over seeds {seeds}, in"),  # the seeds of the runs, first to last
-    ("README.md", "questions {questions} of each suite"),  # the tiny profile's evaluation: first question, how many
-    ("experiments/TINY.md", "draw seeds {seed_list} of these runs"),  # every seed of the runs
-    ("experiments/TINY.md", "paired intervals are 95% t over seeds {seeds} (df"),
+    ("README.md", "Its {described} described comparisons", PUBLISHED),
+    ("README.md", "before their {trained} new runs started; the other {twins} copy runs of other grids", PUBLISHED),
+    # the machine every run records
+    ("experiments/TINY.md", "Intel Xeon (family {family} model {model}), two runs", ROUND7),
+    ("README.md", "Intel Xeon (family {family} model {model}; each run's", PUBLISHED),
+    ("README.md", "mean ± sample std over seeds {seeds}, in", PUBLISHED),  # the seeds of the runs, first to last
+    # the tiny profile's evaluation: first question, how many
+    ("README.md", "questions {questions} of each suite", PUBLISHED),
+    ("experiments/TINY.md", "draw seeds {seed_list} of these runs", ROUND7),  # every seed of the runs
+    ("experiments/TINY.md", "paired intervals are 95% t over seeds {seeds} (df", ROUND7),
 ]
 INTERVAL_CELL = r"\| [+-]?[\d.]+ \[([+-]?[\d.]+), ([+-]?[\d.]+)\]"  # a table cell's "+3.40 [+1.40, +5.39]"
 
@@ -164,14 +185,15 @@ VERDICT_WORDS = re.compile(r"(?:not )?reproduced|not tested")  # "claim 6 (repro
 WORDS = ("excludes ", "above ", "Avg@")  # "interval excludes 0", "Macro Avg@4": words with their number
 WORDED = re.compile(rf"\b({'|'.join(WORDS)})$")
 STEP_LIST = re.compile(r"\(steps (\d+(?:, \d+)+)\)")  # the steps a setting's seeds collapsed at, seed by seed
-LENGTHS = [  # (file, words stating a range of mean lengths, the claim whose runs' lengths they state)
+LENGTHS = [  # (file, words stating a range of mean lengths, the claim whose runs' lengths they state, their results)
     (
         "experiments/TINY.md",
         "mean length over the last 10% between {low} and {high} tokens in every run of the claim",
         "4",
+        ROUND7,
     ),
-    ("experiments/TINY.md", "mean length over its last 10% of steps is between {low} and {high} tokens", "5"),
-    ("README.md", "responses of {low} to {high} tokens (claim 5's runs, their last 10% of steps)", "5"),
+    ("experiments/TINY.md", "mean length over its last 10% of steps is between {low} and {high} tokens", "5", ROUND7),
+    ("README.md", "responses of {low} to {high} tokens (claim 5's runs, their last 10% of steps)", "5", PUBLISHED),
 ]
 SEEDS = re.compile(r" (?:paired )?seeds?\b(?! pairs)")  # "at 3 seeds": a setting's n, as the artefacts' "n=3"
 STEPS = re.compile(r"\bsteps? $")  # "(steps 82, 99, 92)": the steps at which runs collapsed ("collapsed at step 82")
@@ -514,26 +536,31 @@ def artefacts(tmp_path_factory) -> dict[tuple[str, ...], Either]:
     return built(tmp_path_factory.mktemp("figures"))
 
 
+def claims_page(artefacts: dict[tuple[str, ...], Either], results: str) -> str:
+    """The claims page built from results/<results>."""
+    return read(artefacts[(results,)].sets[0].out / "claims.md")
+
+
 @functools.cache
-def counts(claims: Path) -> dict[str, int]:
-    """The counts of runs round 7 states, from the runs' status.json (results/reference/tiny, results/native/tiny),
-    and the pairs claim 6 judges (its section's bullets on the built claims page), the registered comparisons, those
-    whose interval excludes 0 and those resolved after Holm (the page's table of registered comparisons), and the
-    described ones (the page's count of them)."""
+def counts(results: str, page: str) -> dict[str, int]:
+    """The counts of runs a section states, from the runs' status.json (results/<results>/tiny, and
+    results/native/tiny: the runs round 7 remade), and the pairs claim 6 judges (its section's bullets on `page`, the
+    claims page built from them), the registered comparisons, those whose interval excludes 0 and those resolved
+    after Holm (the page's table of registered comparisons), and the described ones (the page's count of them)."""
     runs = {
         name: [json.loads(path.read_text()) for path in (REPO / "results" / name / "tiny").glob("*/status.json")]
-        for name in ("reference", "native")
+        for name in {results, "native"}
     }
-    sweeps = [s for s in runs["reference"] if s["grid"] in ("lambda", "gamma")]
+    made = runs[results]
+    sweeps = [s for s in made if s["grid"] in ("lambda", "gamma")]
     evaluation = yaml.safe_load((REPO / "experiments" / "profiles" / "tiny.yaml").read_text())["eval"]
-    page = claims.read_text()
     section = page.split("\n## 6. ", 1)[1].split("\n## ", 1)[0]
     registered = page.split("\n| registered comparison |", 1)[1].split("\n\n", 1)[0].splitlines()[2:]  # its rows
     return {
-        "reference": len(runs["reference"]),
+        "runs": len(made),
         "native": len(runs["native"]),
         "sweeps": len(sweeps),
-        "remade": len(runs["reference"]) - len(sweeps),
+        "remade": len(made) - len(sweeps),
         "replaced": sum(s["grid"] in ("lambda", "gamma") for s in runs["native"]),
         "twins": sum(bool(s.get("copied_from")) for s in sweeps),
         "trained": sum(not s.get("copied_from") for s in sweeps),
@@ -542,11 +569,11 @@ def counts(claims: Path) -> dict[str, int]:
         "described": int(re.search(r"\*\*Described\*\* \((\d+) comparisons\)", page).group(1)),
         "excluding": sum(float(lo) > 0 or float(hi) < 0 for lo, hi in re.findall(INTERVAL_CELL, "\n".join(registered))),
         "holm": sum(row.endswith("| resolved |") for row in registered),
-        "family": one({m["cpu"]["family"] for s in runs["reference"] for m in s["machines"]}),
-        "model": one({m["cpu"]["model"] for s in runs["reference"] for m in s["machines"]}),
+        "family": one({m["cpu"]["family"] for s in made for m in s["machines"]}),
+        "model": one({m["cpu"]["model"] for s in made for m in s["machines"]}),
         "questions": f"{evaluation['first_question']}–{evaluation['first_question'] + evaluation['questions'] - 1}",
-        "seed_list": spoken(sorted({s["seed"] for s in runs["reference"]})),
-        "seeds": "–".join(str(f(s["seed"] for s in runs["reference"])) for f in (min, max)),
+        "seed_list": spoken(sorted({s["seed"] for s in made})),
+        "seeds": "–".join(str(f(s["seed"] for s in made)) for f in (min, max)),
     }
 
 
@@ -562,7 +589,7 @@ def one(values: set[str]) -> str:
 
 def counted(text: str, name: str) -> list[tuple[int, int]]:
     """The spans of `text` (file `name`'s) that COUNTED's words cover, whatever their numbers."""
-    patterns = [re.escape(words).replace(r"\ ", r"\s+") for file, words in COUNTED if file == name]
+    patterns = [re.escape(words).replace(r"\ ", r"\s+") for file, words, _ in COUNTED if file == name]
     patterns = [re.sub(r"\\\{\w+\\\}", r"[\\d–]+", pattern) for pattern in patterns]
     return [m.span() for pattern in patterns for m in re.finditer(pattern, text)]
 
@@ -617,11 +644,12 @@ def absent(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> li
 
 def uncounted(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
     """Each of COUNTED's sentences, with the counts of the runs, that `text` (file -> its text) does not state."""
-    found = counts(artefacts[("reference",)].sets[0].out / "claims.md")
+    said = {name: " ".join(written.split()) for name, written in text.items()}
+    found = {results: counts(results, claims_page(artefacts, results)) for *_, results in COUNTED}
     return [
-        f"{name}: '{words.format(**found)}'"
-        for name, words in COUNTED
-        if words.format(**found) not in " ".join(text[name].split())
+        f"{name}: '{words.format(**found[results])}'"
+        for name, words, results in COUNTED
+        if words.format(**found[results]) not in said[name]
     ]
 
 
@@ -629,15 +657,15 @@ def misjudged(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) ->
     """Each verdict `text` (file -> its text) states of a claim that is not the claims page's (sections of one
     results directory), and each list of the claims that "after Holm ... would not be reproduced" that is not the
     claims whose summary row's 'after Holm' cell says "not reproduced", all of them."""
-    page = (artefacts[("reference",)].sets[0].out / "claims.md").read_text()
-    verdicts = dict(SUMMARY.findall(page))
-    assert len(verdicts) > 10, verdicts
-    lost = {key for key, row in re.findall(r"^\| (\d+′?[a-c]?)\. (.*)$", page, re.M)
-            if row.rstrip(" |").rsplit(" | ", 1)[-1].startswith("not reproduced")}  # fmt: skip
     wrong = []
     for name, runs, every, section, _ in sections(text):
-        if not every or runs != ("reference",):
+        if not every or len(runs) != 1:
             continue
+        page = claims_page(artefacts, runs[0])
+        verdicts = dict(SUMMARY.findall(page))
+        assert len(verdicts) > 10, verdicts
+        lost = {key for key, row in re.findall(r"^\| (\d+′?[a-c]?)\. (.*)$", page, re.M)
+                if row.rstrip(" |").rsplit(" | ", 1)[-1].startswith("not reproduced")}  # fmt: skip
         for match in VERDICT.finditer(" ".join(section.split())):
             claims = re.split(r", | and ", match.group(1))
             wrong += [f"{name}: '{match.group(0)}': claim {c} is {verdicts.get(c)}" for c in claims
@@ -667,10 +695,9 @@ def misread(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> l
     page's per-seed rows, consecutive), and each range of lengths LENGTHS names that does not hold its claim's runs'
     mean lengths over their last 10% of steps (the claims page's, one decimal) within a token: low <= the least <
     low + 1, the most <= high <= the most + 1."""
-    page = (artefacts[("reference",)].sets[0].out / "claims.md").read_text()
-    rows = page.splitlines()
     wrong = []
-    for name, _, every, section, _ in sections(text):
+    for name, runs, every, section, _ in sections(text):
+        rows = claims_page(artefacts, runs[0]).splitlines() if every else []
         for match in STEP_LIST.finditer(section if every else ""):
             steps = match.group(1).split(", ")
             if not any(
@@ -678,7 +705,8 @@ def misread(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> l
                 for i in range(len(rows) - len(steps) + 1)
             ):
                 wrong.append(f"{name}: '{match.group(0)}': no setting's runs collapsed at these steps, seed by seed")
-    for name, words, claim in LENGTHS:
+    for name, words, claim, results in LENGTHS:
+        page = claims_page(artefacts, results)
         pattern = re.escape(words).replace(r"\ ", r"\s+").replace(r"\{low\}", r"(\d+)").replace(r"\{high\}", r"(\d+)")
         found = re.search(pattern, text[name])
         part = page.split(f"\n## {claim}. ", 1)[1].split("\n## ", 1)[0]
@@ -715,7 +743,7 @@ def misnamed(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> 
     report does not build, a round TINY.md has not reached, a seed no run the section reports has, a world TINY.md did
     not build ("world 4", "world-4"). A range ("Tables 3–6", "seeds 0–2") names each of its members, and at least two. A
     numbered list's items count 1, 2, 3 ...."""
-    page = (artefacts[("reference",)].sets[0].out / "claims.md").read_text()
+    page = claims_page(artefacts, PUBLISHED)
     claims = set(SUMMARY.findall(page))
     rounds = {m for m in re.findall(r"^## Round (\d+)", text["experiments/TINY.md"], re.M)}
     exist = {
