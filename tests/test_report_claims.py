@@ -35,8 +35,8 @@ from gropd.report import build
 from gropd.report.claims import RULE_FUNCTIONS, claims
 from gropd.report.evidence import Trend
 from gropd.report.families import Comparison
-from gropd.report.stats import lift
-from gropd.report.verdicts import distillation, unstable
+from gropd.report.stats import Interval, lift
+from gropd.report.verdicts import comparison, distillation, unstable
 
 T1, T2, T3, T4, T5 = "I4nothink→I1.7nothink", "I32nothink→I1.7nothink", "I4think→B1.7", "B4→B1.7", "I32think→B1.7"
 ONLY = {"lambda": None, "gamma": None, "table6": None}  # grids a test does not use: none written
@@ -190,6 +190,15 @@ def test_a_cell_won_by_a_collapse_says_so_and_sets_the_winner_against_the_untrai
     }
     assert [c.family for c in s.comparisons] == ["described", "described"]  # the interval a collapse left unused too
     assert s.deciding == {}  # no interval decides the cell
+
+
+def test_an_unresolved_difference_says_how_many_seeds_each_side_had():
+    """Paired: the n both ran; unpaired (Welch: a trained setting against the untrained student's evaluations, or two
+    pairings): each side's n, not the smaller alone."""
+    names = ("GR-OPD", "the untrained student")
+    assert comparison(Interval(1.0, -2.0, 4.0, 3), names) == "no difference resolved at 3 seeds"
+    assert comparison(Interval(1.0, -2.0, 4.0, 3, sizes=(5, 3)), names) == "no difference resolved at 5 vs 3 seeds"
+    assert comparison(Interval(1.0, 0.5, 1.5, 3, sizes=(5, 3)), names) == "GR-OPD better"
 
 
 def test_the_matched_nothink_claim_reads_only_those_pairings(beats_world):

@@ -85,9 +85,11 @@ def above(interval: Interval | None, names: tuple[str, str]) -> Verdict:
 
 
 def comparison(interval: Interval, names: tuple[str, str]) -> str:
-    """'<a> better', '<b> better' or 'no difference resolved at N seeds'."""
+    """'<a> better', '<b> better' or 'no difference resolved at N seeds' (unpaired: 'at A vs B seeds')."""
     if interval.call:
         return f"{names[0 if interval.call > 0 else 1]} better"
+    if interval.sizes is not None:
+        return f"no difference resolved at {interval.sizes[0]} vs {interval.sizes[1]} seeds"
     return f"no difference resolved at {interval.n} seed{'' if interval.n == 1 else 's'}"
 
 
