@@ -176,7 +176,8 @@ def test_fig1_j_h_by_hand_and_the_peak_from_the_full_curve(world, drawn):
     assert (list(dot.get_xdata()), list(dot.get_ydata())) == ([1], [1.0]) and list(chance.get_ydata()) == [0.5, 0.5]
     assert b.get_xscale() == "function" and b.get_ylabel() == "J_H(H): within-prompt AUC"
     assert drawn["figure1"]["points"] == [
-        "I4nothink→I1.7nothink: peak J_H = 1.000 at H = 1 tokens of 8 (2 of 3 prompts informative; mean reward 0.667)"
+        "I4nothink→I1.7nothink, seed 0: peak J_H = 1.000 at H = 1 tokens of 8 (2 of 3 prompts informative; mean "
+        "reward 0.667)"
     ]
     assert drawn["figure1"]["notes"][:2] == [
         f"`fig1__{P2}__score`: no horizon.json (a scoring pass writes it)",
@@ -194,7 +195,41 @@ def test_fig1_peak_off_the_drawn_grid_is_found_and_drawn(tmp_path, drawn):
     line, dot = drawn["figure1"]["figures"]["figure1"].axes[0].get_lines()[:2]
     assert 37 in list(line.get_xdata()) and len(line.get_xdata()) == 5
     assert (list(dot.get_xdata()), list(dot.get_ydata())) == ([37], [pytest.approx(0.9)])
-    assert drawn["figure1"]["points"][0].startswith("I4nothink→I1.7nothink: peak J_H = 0.900 at H = 37 tokens of 100")
+    assert drawn["figure1"]["points"][0].startswith(
+        "I4nothink→I1.7nothink, seed 0: peak J_H = 0.900 at H = 37 tokens of 100"
+    )
+
+
+def test_fig1_seeds_of_a_pairing_share_its_colour_and_its_peak_is_their_mean(tmp_path, drawn):
+    """Seeds 0 and 1 of I4nothink, peaks 0.9 (H = 3) and 0.7 (H = 5), seed 0 of I32nothink 0.6: one colour per
+    pairing, a line style per seed; the pairing's peak 0.800 ± 0.141 (sample std of 0.9, 0.7: 0.2/√2)."""
+    grid = {
+        "kind": "train",
+        "seeds": [0, 1],
+        "include": [{"kind": "score", "pairing": P1}, {"kind": "score", "pairing": P2}],
+    }
+    write_experiments(tmp_path, grids={"fig1": grid, "table6": None})
+    for run_id, peak_at, peak in (
+        (f"fig1__{P1}__score", 3, 0.9),
+        (f"fig1__{P1}__score__seed1", 5, 0.7),
+        (f"fig1__{P2}__score", 2, 0.6),
+    ):
+        values = [peak if h == peak_at else 0.55 for h in range(1, 9)]
+        curve = {"horizons": list(range(1, 9)), "values": values, "informative": 2, "prompts": 4, "reward": 0.5}
+        write_run(tmp_path / "results", "tiny", run_id, horizon=curve)
+    figures.fig1(evidence(tmp_path))
+    b = drawn["figure1"]["figures"]["figure1"].axes[0]
+    first, _, second, _, other = b.get_lines()[:5]
+    assert first.get_color() == second.get_color() != other.get_color()
+    assert (first.get_linestyle(), second.get_linestyle(), other.get_linestyle()) == ("-", "--", "-")
+    assert [t.get_text() for t in b.get_legend().get_texts()] == ["I4nothink→I1.7nothink", "I32nothink→I1.7nothink"]
+    points = drawn["figure1"]["points"]
+    assert [p.split(" at ")[0] for p in points[:3]] == [
+        "I4nothink→I1.7nothink, seed 0: peak J_H = 0.900",
+        "I4nothink→I1.7nothink, seed 1: peak J_H = 0.700",
+        "I32nothink→I1.7nothink, seed 0: peak J_H = 0.600",
+    ]
+    assert points[3:] == ["I4nothink→I1.7nothink: peak J_H 0.800 ± 0.141 over seeds 0, 1 (mean ± sample std)"]
 
 
 def test_fig1_raw_score_drawn_over_gropd_with_the_cap(world, drawn):

@@ -23,12 +23,14 @@ from matplotlib.ticker import LogFormatter
 from gropd.report.evidence import Evidence, Run, missing, series
 from gropd.report.formats import missing_block
 from gropd.report.publish import Artefact
+from gropd.report.stats import stats
 
 METRIC_NAMES = {"verifier_reward": "mean verifier reward (fraction correct)", "pearson_score_len": "Pearson(S, length)"}
 METRIC_NAMES |= {"mean_response_len": "mean response length (tokens)", "spearman_score_reward": "Spearman(S, reward)"}
 DRAWS = {"fig3a": ("lambda",), "fig3b": ("gamma",), "fig4": ("gamma",), "figure1": ("fig1",)}  # each figure's grids
 SVG_SETTINGS = {"svg.hashsalt": "gropd-report", "svg.fonttype": "none"}  # fixed ids; text kept as text (searchable)
 H_TICKS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000)
+SEED_STYLES = ("-", "--", ":", "-.")  # figure 1(b): a pairing's seeds, in order, in its one colour
 
 
 def metric_name(key: str) -> str:
@@ -193,31 +195,43 @@ def fig4(ev: Evidence) -> Artefact:
 
 
 def fig1(ev: Evidence) -> Artefact:
-    """(b) J_H(H) of each scoring pass of grid fig1; (c, d) length and reward of its train runs."""
+    """(b) J_H(H) of each scoring pass of grid fig1, a colour per pairing and a line style per seed, and each
+    pairing's peak as mean ± sample std over its seeds; (c, d) length and reward of its train runs."""
     runs = ev.runs("fig1")
     scoring, training = ([run for run in runs if run.config.get("kind") == kind] for kind in ("score", "train"))
     fig = new_figure(14.0, 4.2)
     (ax_b, ax_c, ax_d), notes, peaks, right = fig.subplots(1, 3), [], [], H_TICKS[1]
-    for index, run in enumerate(scoring):
+    pairings = list(dict.fromkeys(ev.title(str(run.config.get("pairing"))) for run in scoring))
+    seeds, per_pairing = sorted({run.seed for run in scoring}), {title: [] for title in pairings}
+    for run in scoring:
         if isinstance(curve := run.separation(ev.report.fig1.horizon_points), str):
             notes.append(missing(run, curve))
             continue
-        title, colour = ev.title(str(run.config.get("pairing"))), colormaps["tab10"](index % 10)
+        title = ev.title(str(run.config.get("pairing")))
+        colour, style = colormaps["tab10"](pairings.index(title) % 10), SEED_STYLES[seeds.index(run.seed) % 4]
         h, value = curve["peak"]
-        ax_b.plot(curve["shown"], curve["at"], color=colour, linewidth=2.0, label=f"{title} ({curve['informative']})")
+        label = title if not per_pairing[title] else f"_{title}"  # one legend entry a pairing (its first seed's line)
+        ax_b.plot(curve["shown"], curve["at"], color=colour, linestyle=style, linewidth=2.0, label=label)
         ax_b.plot([h], [value], color=colour, marker="o", linestyle="None", markersize=5)
         right = max(right, curve["horizons"][-1])
+        per_pairing[title].append((run.seed, value))
         peaks.append(
-            f"{title}: peak J_H = {value:.3f} at H = {h} tokens of {curve['horizons'][-1]} ({curve['informative']} "
-            f"of {curve['prompts']} prompts informative; mean reward {curve['reward']:.3f})"
+            f"{title}, seed {run.seed}: peak J_H = {value:.3f} at H = {h} tokens of {curve['horizons'][-1]} "
+            f"({curve['informative']} of {curve['prompts']} prompts informative; mean reward {curve['reward']:.3f})"
         )
+    peaks += [
+        f"{title}: peak J_H {stats([v for _, v in found]).text(3)} over seeds {', '.join(str(s) for s, _ in found)} "
+        "(mean ± sample std)"
+        for title, found in per_pairing.items()
+        if len(found) > 1
+    ]
     ax_b.axhline(0.5, color="grey", linestyle=":", linewidth=1.0)
     ax_b.set_xscale("function", functions=(np.cbrt, lambda x: np.power(x, 3)))
     ax_b.set(xlim=(1, right), xticks=[tick for tick in H_TICKS if tick <= right])
     finish(ax_b, "(b) J_H(H) on fixed responses (formula ours)", "J_H(H): within-prompt AUC", empty="no pass yet")
     ax_b.set_xlabel("horizon H (tokens, cube-root axis)")
     if ax_b.get_legend():
-        ax_b.get_legend().set_title("pairing (informative prompts)", prop={"size": 7})
+        ax_b.get_legend().set_title("pairing (seeds: solid, dashed, dotted)", prop={"size": 7})
     looks, window = Looks(ev, training), ev.report.fig1.window
     for run in sorted(training, key=lambda r: looks(r)["zorder"]):
         for ax, key in ((ax_c, "mean_response_len"), (ax_d, "verifier_reward")):
@@ -233,8 +247,9 @@ def fig1(ev: Evidence) -> Artefact:
         "(b) J_H(H) is ours (the paper gives no formula): for each prompt with both correct and incorrect responses, "
         "the AUC between the prefix scores S_i(H) = Σ_{t ≤ min(H, |y_i|)} f_{i,t} of its correct and incorrect "
         "responses (ties half), averaged over those prompts; 0.5 (dotted) is chance; H on a cube-root axis; a dot at "
-        "each curve's peak, found on the curve at every horizon. Responses: the untrained student of each pairing in "
-        "its own mode (grid fig1, kind score), scored under its teacher. (c, d) the raw trajectory score as every "
+        "each curve's peak, found on the curve at every horizon; a colour per pairing, its seeds solid, dashed, "
+        "dotted in order. Responses: the untrained student of each pairing in its own mode (grid fig1, kind score), "
+        "scored under its teacher. (c, d) the raw trajectory score as every "
         f"token's advantage (A_i,t = S_i: no group mean, no σ; line `{ev.report.style.raw_linestyle}`, on top) vs "
         f"GR-OPD; faint per step, bold trailing {window}-step moving average; dotted grey: the generation cap. (a) is "
         "an illustration in the paper and is not drawn."
