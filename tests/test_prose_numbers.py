@@ -588,8 +588,10 @@ def one(values: set[str]) -> str:
 
 
 def counted(text: str, name: str) -> list[tuple[int, int]]:
-    """The spans of `text` (file `name`'s) that COUNTED's words cover, whatever their numbers."""
-    patterns = [re.escape(words).replace(r"\ ", r"\s+") for file, words, _ in COUNTED if file == name]
+    """The spans of `text` (file `name`'s) that COUNTED's and LENGTHS' words cover, whatever their numbers: each is
+    checked against what it counts or measures (uncounted, misread), not looked for among the artefacts' numbers."""
+    said = [words for file, words, *_ in COUNTED + LENGTHS if file == name]
+    patterns = [re.escape(words).replace(r"\ ", r"\s+") for words in said]
     patterns = [re.sub(r"\\\{\w+\\\}", r"[\\d–]+", pattern) for pattern in patterns]
     return [m.span() for pattern in patterns for m in re.finditer(pattern, text)]
 
