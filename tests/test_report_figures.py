@@ -9,7 +9,7 @@ import statistics
 import pytest
 import torch
 from matplotlib.colors import to_rgba
-from report_fixtures import P1, P2, P3, evidence, metric_rows, write_experiments, write_run
+from report_fixtures import P1, P2, P3, evidence, metric_rows, seeded, write_experiments, write_run
 
 from gropd.horizon import separation_curve
 from gropd.report import build, figures
@@ -135,6 +135,23 @@ def test_fig3a_lines_colours_readable_axes_and_seeds(world, drawn):
         f"`lambda__{P2}__gropd-lam0.25`: running, step 10 of 30 (partial line)",
         f"`lambda__{P2}__opd`: not run",
     ]
+
+
+def test_fig3a_a_settings_seeds_share_one_look_and_one_legend_entry(tmp_path, drawn):
+    """Seeds 0 and 1 of two settings: four bold lines, each setting's two in one colour, two legend entries."""
+    lam = {"kind": "train", "seeds": [0, 1], "include": [{"pairing": P1, "method": "gropd", "gropd.lam": 0.5},
+                                                         {"pairing": P1, "method": "opd"}]}  # fmt: skip
+    write_experiments(tmp_path, grids={"lambda": lam, "gamma": None, "table6": None})
+    for run_id in (f"lambda__{P1}__gropd-lam0.5", f"lambda__{P1}__opd"):
+        for seed in (0, 1):
+            rows = metric_rows(30, verifier_reward=lambda s, seed=seed: 0.3 + 0.01 * seed)
+            write_run(tmp_path / "results", "tiny", seeded(run_id, seed), metrics=rows)
+    figures.fig3(evidence(tmp_path))
+    (ax,) = drawn["fig3"]["figures"]["fig3a"].axes
+    bold = [b for _, _, b in triples(ax.get_lines())]
+    assert len(bold) == 4 and bold[0].get_color() == bold[1].get_color() != bold[2].get_color() == bold[3].get_color()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["GR-OPD (λ=0.5, γ=0.99)", "vanilla OPD"]
+    assert "seeds 0, 1" in drawn["fig3"]["figures"]["fig3a"].get_suptitle()
 
 
 def test_fig3b_dashes_gamma_one(world, drawn):

@@ -58,10 +58,11 @@ def moving_mean(values: list[float], window: int, centred: bool) -> list[float]:
 
 
 class Looks:
-    """Colour, line style, drawing order and legend label of each run of one figure."""
+    """Colour, line style, drawing order and legend label of each run of one figure: a setting's seeds share its
+    colour and style, and its legend entry, once a panel (the title names the seeds drawn)."""
 
     def __init__(self, ev: Evidence, runs: list[Run]):
-        self.ev, self.several = ev, len({run.seed for run in runs}) > 1
+        self.ev, self.labelled = ev, set()
         lams = sorted({lam for run in runs if (lam := ev.setting_of(run).knob("lam")) is not None})
         self.positions = {lam: 1 - 0.65 * (len(lams) - 1 - i) / max(1, len(lams) - 1) for i, lam in enumerate(lams)}
 
@@ -73,8 +74,12 @@ class Looks:
             return look | {"color": style.raw_colour, "linestyle": style.raw_linestyle, "zorder": 3}
         return look | {"color": style.opd_colour if lam is None else colormaps[style.lambda_cmap](self.positions[lam])}
 
-    def label(self, run: Run) -> str:
-        return self.ev.setting_of(run).label + (f", seed {run.seed}" if self.several else "")
+    def label(self, run: Run, ax: Axes) -> str:
+        """The setting's label for its first run drawn on `ax`; for its other seeds '_…', which no legend shows."""
+        label = self.ev.setting_of(run).label
+        first = (id(ax), label) not in self.labelled
+        self.labelled.add((id(ax), label))
+        return label if first else f"_{label}"
 
 
 def draw(ax: Axes, run: Run, key: str, looks: Looks, window: int, notes: list[str], centred: bool = False) -> None:
@@ -90,7 +95,7 @@ def draw(ax: Axes, run: Run, key: str, looks: Looks, window: int, notes: list[st
             ax.plot(steps, values, linewidth=0.8, alpha=0.3, **look)
             ax.plot([steps[-1]], [smooth[-1]], color=look["color"], marker="o", markersize=5, zorder=look["zorder"])
         width = 2.0 if centred else 2.2 if look["zorder"] == 2 else 1.4
-        ax.plot(steps, smooth, linewidth=width, label=looks.label(run), **look)
+        ax.plot(steps, smooth, linewidth=width, label=looks.label(run, ax), **look)
 
 
 def finish(ax: Axes, title: str, ylabel: str, legend: bool = True, empty: str = "no run has results yet") -> None:
