@@ -68,6 +68,7 @@ import sys
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from multiprocessing.connection import Connection, wait
@@ -293,6 +294,9 @@ class _Worker:
     last_gold: str | None = None
 
 
+STOOD_STILL_S = 1.0  # a wait that ends this long past the first deadline: the process stood still, no item's time ran
+
+
 class VerifierPool:
     """Worker processes running `judge`, each item bounded by `timeout_s` wall seconds.
 
@@ -300,13 +304,15 @@ class VerifierPool:
     so it never imports the caller's `__main__`: grading works from an unguarded script or from
     `python -`. A worker still busy at its deadline (or one that dies) is killed and replaced; its
     item comes back as (False, True) = (incorrect, timed out). Order is preserved. Workers left
-    running are killed at interpreter exit; an idle one also exits when the parent dies.
+    running are killed at interpreter exit; an idle one also exits when the parent dies. Time the pool stood
+    still (SIGSTOP, Ctrl-Z then fg, a paused VM: its workers stood with it) counts against no item: a wait that ends
+    over STOOD_STILL_S past the first deadline gives every pending item back the time the wait took.
     """
 
-    def __init__(self, workers: int, timeout_s: float) -> None:
+    def __init__(self, workers: int, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         if workers < 1 or timeout_s <= 0:
             raise ValueError(f"need workers >= 1 and timeout_s > 0, got {workers}, {timeout_s}")
-        self.timeout_s = timeout_s
+        self.timeout_s, self.clock = timeout_s, clock
         self._workers = [self._start() for _ in range(workers)]
         # like multiprocessing's daemon processes: killed at interpreter exit if never closed
         self._kill_at_exit = weakref.finalize(self, _kill, self._workers)
@@ -345,7 +351,7 @@ class VerifierPool:
                 if not by_gold[gold]:
                     del by_gold[gold]
                 worker.conn.send(pairs[worker.job])
-                worker.deadline = time.monotonic() + self.timeout_s
+                worker.deadline = self.clock() + self.timeout_s
 
     def _collect(self, results: list[tuple[bool, bool] | None]) -> None:
         """Wait for one event (an answer, a ready worker, a death or a deadline); handle all.
@@ -353,8 +359,12 @@ class VerifierPool:
         A worker's death shows as end of file on its connection (its end closes when it exits).
         """
         busy = [w.deadline for w in self._workers if w.job is not None]
-        timeout = max(0.0, min(busy) - time.monotonic()) if busy else None
+        asked = self.clock()
+        timeout = max(0.0, min(busy) - asked) if busy else None
         fired = set(wait([w.conn for w in self._workers], timeout))
+        waited = self.clock() - asked
+        for worker in self._workers if timeout is not None and waited > timeout + STOOD_STILL_S else ():
+            worker.deadline += waited  # each budget as it was when the wait began
         for slot, worker in enumerate(self._workers):
             message, dead = None, False
             if worker.conn in fired:
@@ -367,7 +377,7 @@ class VerifierPool:
             elif message is not None:
                 results[worker.job] = (bool(message), False)
                 worker.job = None
-            elif dead or (worker.job is not None and time.monotonic() >= worker.deadline):
+            elif dead or (worker.job is not None and self.clock() >= worker.deadline):
                 self._workers[slot] = self._on_stuck_or_dead(worker, results)
 
     def _on_stuck_or_dead(self, worker: _Worker, results: list) -> _Worker:

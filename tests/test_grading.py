@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from eval import grading
 from eval.grading import (
     Grader,
     extract_answer,
@@ -194,6 +195,28 @@ def test_pathological_answer_times_out_within_limit():
     assert verdicts[0].timed_out and not verdicts[0].correct
     assert verdicts[1].correct and not verdicts[1].timed_out
     assert timeout_s <= elapsed < timeout_s + 3.0  # one stuck item costs about the timeout
+
+
+def test_time_the_pool_stood_still_counts_against_no_item(monkeypatch):
+    """The pool's first timed wait returns as if the process had been stopped for 100 s (SIGSTOP, then SIGCONT: a
+    paused grid) with no answer yet: the item's 5 s deadline has passed by the clock, but it was not graded while
+    everything stood still, so its answer is taken when it comes, not counted as a timeout."""
+    offset, real_wait, stalls = [0.0], grading.wait, []
+
+    def stood_still(conns, timeout):
+        if timeout is not None and not stalls:
+            stalls.append(timeout)
+            offset[0] += 100.0
+            return []
+        return real_wait(conns, timeout)
+
+    monkeypatch.setattr(grading, "wait", stood_still)
+    pool = grading.VerifierPool(1, timeout_s=5.0, clock=lambda: time.monotonic() + offset[0])
+    try:
+        assert pool.judge_many([("x*x", "x^2"), ("3", "4")]) == [(True, False), (False, False)]
+    finally:
+        pool.close()
+    assert len(stalls) == 1 and 0 < stalls[0] <= 5.0
 
 
 def test_cache_grades_each_pair_once(grader):
