@@ -253,6 +253,7 @@ def test_table6_macro_tokens_and_seeds(tmp_path):
     # Macro 40 and 44: mean 42, std 2.83; tokens (10 + 20 + 60) / 3 = 30 and 30.33: mean 30.17, std 0.24.
     assert row(md, "tiny-B1.7") == ["tiny-B1.7", "default", "student", "2", "42.00 ± 2.83", "30.2 ± 0.2"]
     assert row(md, "tiny-I4", "think")[3:] == ["0", "—", "—"]
+    assert "| evaluation seeds |" in md and "over n evaluation seeds" in md and "paired comparison" not in md
 
 
 def test_table3_resolves_each_profile_with_its_pairings(tmp_path):

@@ -18,6 +18,10 @@ CONVENTION = (
     f"over the seeds both ran: mean per-seed difference [{CONFIDENCE:.0%} t interval], 'better' only when the interval "
     "excludes 0; bold marks such a win; nothing is bold at n = 1."
 )
+EVALUATIONS = (  # Table 6: evaluations of untrained models, no training seed, no comparison
+    "Cells: mean ± sample std (ddof 1) over n evaluation seeds, n shown (an eval run's seed offsets its evaluation "
+    "seed: each a fresh draw of the K samples a question); this table calls no difference."
+)
 UNPAIRED = (  # where an artefact compares runs of different pairings (the claims page)
     "Runs of different pairings share no prompts, so seeds do not pair them: their difference is Welch's unpaired "
     f"[{CONFIDENCE:.0%} t interval] (Welch–Satterthwaite degrees of freedom), 'n=a vs b'."

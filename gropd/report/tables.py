@@ -12,7 +12,7 @@ from gropd.credit import BASELINE, METHODS, PROPOSED
 from gropd.report.evidence import Evidence, Final, Setting, num, score_comparisons, setting_key
 from gropd.report.formats import INTERVAL, STATS, Cell, Column, Table, interval_cell, render_table, stats_cell
 from gropd.report.publish import Artefact
-from gropd.report.stats import CONVENTION, Interval, stats
+from gropd.report.stats import CONVENTION, EVALUATIONS, Interval, stats
 from gropd.runs.plan import plan_entry
 
 
@@ -181,7 +181,7 @@ def table6(ev: Evidence) -> Artefact:
     suites, d, paper = list(ev.suites), ev.report.decimals, ev.profile == "paper"
     settings = ev.settings("table6")
     models = ev.manifests.models.get(ev.profile) or {}
-    header = [*Column.texts("model", "mode", "role"), Column("seeds", ("n",))]
+    header = [*Column.texts("model", "mode", "role"), Column("evaluation seeds", ("n",))]
     header += [Column("Macro Avg@K", STATS), Column("mean tokens", STATS)]
     header += Column.texts("paper (reference): Macro Avg@K", "paper (reference): mean tokens") if paper else []
     rows, missing = [], []
@@ -204,7 +204,7 @@ def table6(ev: Evidence) -> Artefact:
         )
     legend = [
         f"Macro: unweighted mean of the {len(suites)} unrounded suite Avg@K (%), {d} decimals; mean tokens: unweighted "
-        f"mean of the suites' mean response tokens, 1 decimal. {CONVENTION}"
+        f"mean of the suites' mean response tokens, 1 decimal. {EVALUATIONS}"
         + (" Paper columns: the published values, for reference." if paper else ""),
         built_from(ev, "grid table6"),
     ]
