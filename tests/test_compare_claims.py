@@ -52,3 +52,22 @@ def test_numbers_that_move_under_the_same_verdicts_differ_in_nothing(tmp_path: P
     assert compare_claims.main(args) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1] == "none" and out[-1] == "none" and len(out) == 5, out
+
+
+def test_a_comparison_is_listed_only_where_one_side_resolves_it() -> None:
+    """Absent, without an interval or not resolved are alike; resolved above 0, below 0 or not differ."""
+    from gropd.report.claims import Claims
+    from gropd.report.families import REGISTERED, Comparison, Families
+    from gropd.report.stats import Interval
+
+    def page(**intervals: Interval | None) -> Claims:
+        made = [Comparison(("Macro", name, "b"), interval, REGISTERED) for name, interval in intervals.items()]
+        return Claims([], "", Families.of(made), "", ([], []))
+
+    unresolved, above = Interval(1.0, -1.0, 3.0, 3, p=0.3), Interval(2.0, 1.0, 3.0, 3, p=0.01)
+    old = page(a=None, c=unresolved, d=above, e=above)
+    new = page(a=unresolved, b=unresolved, c=above, d=above)
+    assert compare_claims.changed_calls(old, new) == [
+        "Macro, c − b: +1.00 [-1.00, +3.00] (n=3) → +2.00 [+1.00, +3.00] (n=3)",
+        "Macro, e − b: +2.00 [+1.00, +3.00] (n=3) → absent",
+    ]

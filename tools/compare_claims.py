@@ -71,8 +71,9 @@ def changed_calls(old: Claims, new: Claims) -> list[str]:
     return lines
 
 
-def call(comparison: Comparison | None) -> int | None:
-    return None if comparison is None or comparison.interval is None else comparison.interval.call
+def call(comparison: Comparison | None) -> int:
+    """+1 or −1 where the comparison is resolved, 0 where it is not, has no interval or is absent."""
+    return 0 if comparison is None or comparison.interval is None else comparison.interval.call
 
 
 def shown(comparison: Comparison | None) -> str:
