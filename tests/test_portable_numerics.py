@@ -22,10 +22,10 @@ from gropd.config import load_manifests
 from gropd.numerics import PINNED, NumericsError, cap_onednn_to_aten, cpu_record, enter, environment, mismatches
 from gropd.runs.pipeline import execute
 
-# A run remade in the portable mode that calls no MKL vector math (results/remake until the remake replaces
-# results/reference; issue 51). The runs under results/reference were made before it, with MKL's vector math, and
-# their update differs from step 1 on an AMD EPYC (experiments/TINY.md, round 8).
-COMMITTED = REPO / "results" / "remake" / "tiny" / "table1__I4nothink-I1.7nothink__gropd"
+# A reference run made in the portable mode that calls no MKL vector math (round 8's remake, issue 51). Round 7's
+# runs (results/round7) were made with MKL's vector math, and their update differs from step 1 on an AMD EPYC
+# (experiments/TINY.md, round 8).
+COMMITTED = REPO / "results" / "reference" / "tiny" / "table1__I4nothink-I1.7nothink__gropd"
 STEPS = 2
 WALL_CLOCK = ("time_rollout_s", "time_teacher_s", "time_update_s")  # seconds measured, not computed
 

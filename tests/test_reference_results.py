@@ -4,6 +4,7 @@ built from them now (the README's − is the tables' -)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -63,7 +64,6 @@ def test_every_artefact_names_its_results_directory_as_the_project_does(tmp_path
 def test_the_second_constant_is_vanilla_opds_own_mean_feedback() -> None:
     """experiments/TINY.md, round 6: grid `baselines`' smaller c of each matched pairing is the mean over the logged
     steps of mean_abs_feedback in Table 1's committed OPD runs at seeds 0-2, to three significant digits."""
-    import json
     import statistics
 
     from gropd.config.grids import expand_grid, load_grid
@@ -76,7 +76,29 @@ def test_the_second_constant_is_vanilla_opds_own_mean_feedback() -> None:
         values = [
             json.loads(line)["mean_abs_feedback"]
             for run in runs
-            for line in (REPO / "results" / "reference" / "tiny" / run / "metrics.jsonl").read_text().splitlines()
+            for line in (REPO / "results" / "native" / "tiny" / run / "metrics.jsonl").read_text().splitlines()
         ]
         assert len(values) == 300
         assert c == float(f"{statistics.fmean(values):.3g}"), (pairing, c, statistics.fmean(values))
+
+
+def test_every_reference_run_is_remade_in_todays_portable_mode() -> None:
+    """Round 8's remake (issue 51): every run round 7 published (results/round7) has its remade run under
+    results/reference, Table 1 at seeds 0-4; each one finished or collapsed, made in every session in the portable
+    mode as gropd/numerics.py pins it now (no MKL vector math) from a clean checkout of a recorded commit."""
+    from gropd.config.grids import expand_grid, load_grid
+    from gropd.numerics import MODES
+
+    statuses = {
+        path.parent.name: json.loads(path.read_text())
+        for path in (REPO / "results" / "reference" / "tiny").glob("*/status.json")
+    }
+    round7 = {path.parent.name for path in (REPO / "results" / "round7" / "tiny").glob("*/status.json")}
+    assert sorted(round7 - set(statuses)) == []
+    table1 = {entry.run_id for entry in expand_grid(load_grid("table1", REPO / "experiments"), list(range(5)))}
+    assert {run for run in statuses if run.startswith("table1__")} == table1
+    for run, status in statuses.items():
+        assert status["status"] in ("finished", "collapsed"), run
+        assert [m["pinned"] for m in status["machines"]] == [MODES["portable"]] * len(status["machines"]), run
+        assert {m["numerics"] for m in status["machines"]} == {"portable"}, run
+        assert status["code"] and all(c["commit"] and c["clean"] for c in status["code"]), run
