@@ -50,7 +50,7 @@ from gropd.report import build
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLISHED = "reference"  # the runs README reports (results/reference)
-ROUND7 = "reference"  # round 7's runs, which its sections report (results/round7 once round 8's remake replaces them)
+ROUND7 = "round7"  # round 7's runs, which its sections report (round 8's remake replaced them in results/reference)
 SECTIONS = [  # (file, first line's start, the line that ends it (a heading, or the anchor before it), the committed
     # runs under results/ it reports: one set, or two where a section compares them, each number then found in either;
     # whether every number is read (round 8), or only the groups that hold a decimal or a percentage, by no clause's
@@ -66,11 +66,14 @@ SECTIONS = [  # (file, first line's start, the line that ends it (a heading, or 
         (ROUND7, "native"),
         True,
     ),
+    ("experiments/TINY.md", "### Round 8 results", None, (PUBLISHED, ROUND7), True),
 ]
 ELSEWHERE = {  # numbers measured outside the reference runs, each with the words it stands in
     "~1.2 points once, from TRL's trainer": "TRL's DistillationTrainer, one seed, the old split (TINY.md round 5)",
     '"~1.2 points" was measured as +1.07': "the same TRL measurement, corrected in round 6",
     "the registration counted 27 and 15": "the registration's prediction of its twins (round 7's sweeps' rules)",
+    "they are 0.0327 and 0.0434, not re-chosen": "vanilla OPD's mean |f| over Table 1's remade OPD runs at seeds 0-2 "
+    "(results/reference), as tests/test_reference_results.py computes the registered c from the native runs",
 }
 COUNTED = [  # (file, words whose numbers are counted from the runs, by the names counts() gives them, any line
     # breaks; the results directory counted)
@@ -104,11 +107,29 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
         PUBLISHED,
     ),
     ("README.md", "Its {described} described comparisons", PUBLISHED),
-    ("README.md", "before their {trained} new runs started; the other {twins} copy runs of other grids", PUBLISHED),
+    ("experiments/TINY.md", "`results/reference/tiny` now holds {runs} runs", PUBLISHED),
+    ("experiments/TINY.md", "Intel Xeon (family {family} model {model}), each from a clean checkout", PUBLISHED),
+    (
+        "experiments/TINY.md",
+        "Of the {excluding} registered differences whose interval excludes 0, {holm} stay resolved after Holm",
+        PUBLISHED,
+    ),
+    ("experiments/TINY.md", "round 7's build, {holm} of its {excluding})", ROUND7),
+    ("README.md", "of their {sweeps} runs, {trained} were trained and {twins} are twins", PUBLISHED),
+    (
+        "README.md",
+        "(Table 1: seeds {table1_seeds}; its controls, Figures 3–4 and Figure 1's runs: seeds {grid_seeds}, Table 2 "
+        "pooling them with Table 1's; all on the clean split; Table 6's evaluations: evaluation seeds {table6_seeds})",
+        PUBLISHED,
+    ),
     # the machine every run records
     ("experiments/TINY.md", "Intel Xeon (family {family} model {model}), two runs", ROUND7),
     ("README.md", "Intel Xeon (family {family} model {model}; each run's", PUBLISHED),
-    ("README.md", "mean ± sample std over seeds {seeds}, in", PUBLISHED),  # the seeds of the runs, first to last
+    (
+        "README.md",
+        "± sample std over seeds {table1_seeds} for Table 1's ten settings and over seeds {grid_seeds} for every other",
+        PUBLISHED,
+    ),  # the seeds of the runs, first to last
     # the tiny profile's evaluation: first question, how many
     ("README.md", "questions {questions} of each suite", PUBLISHED),
     ("experiments/TINY.md", "draw seeds {seed_list} of these runs", ROUND7),  # every seed of the runs
@@ -177,9 +198,9 @@ SETTING = re.compile(r"(− )?(λ|γ|c) ?= ?(\d+(?:\.\d+)?)(?![\d.])")  # a sett
 AT_SETTING = re.compile(r"\bat (?:λ|γ|c) ?= ?\d+(?:\.\d+)?(?![\d.])")  # "at λ = 0.25": the group before's
 ARTEFACT = re.compile(r"\b(Table|Figure) ([1-6])(?![\d–])(?!\()")  # "Table 1's": the artefact a number is read from
 NAME = re.compile(  # "claims 4′a, 4′b and 5′", "Tables 3–6", "round 7", "seeds 0–2": what a name names
-    r"\b([Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?|world-?)\s?"
+    r"(?<!/)\b([Cc]laims?|Tables?|Figures?|[Rr]ounds?|[Ss]eeds?|world-?)\s?"
     r"((?:\d+–\d+|\d+′?[a-c]?)(?:(?:\([a-d]\))?(?:,\s|\sand\s)(?:\d+–\d+|\d+′?[a-c]?)(?!\sseeds?\b))*)(?!\d|\.\d)"
-)  # "claims 9a and 9b, 3 seeds each": the 3 is no claim; "round 8." ends a sentence
+)  # "claims 9a and 9b, 3 seeds each": the 3 is no claim; "round 8." ends a sentence; "results/round7" is a path
 GLOSS = re.compile(rf"\b[Cc]laims? {CLAIMS} \(([^()]*)\)")  # a claim, glossed
 VERDICT_WORDS = re.compile(r"(?:not )?reproduced|not tested")  # "claim 6 (reproduced)": a verdict, not a gloss
 WORDS = ("excludes ", "above ", "Avg@")  # "interval excludes 0", "Macro Avg@4": words with their number
@@ -573,8 +594,16 @@ def counts(results: str, page: str) -> dict[str, int]:
         "model": one({m["cpu"]["model"] for s in made for m in s["machines"]}),
         "questions": f"{evaluation['first_question']}–{evaluation['first_question'] + evaluation['questions'] - 1}",
         "seed_list": spoken(sorted({s["seed"] for s in made})),
-        "seeds": "–".join(str(f(s["seed"] for s in made)) for f in (min, max)),
+        "seeds": span(made),
+        "table1_seeds": span([s for s in made if s["grid"] == "table1"]),
+        "grid_seeds": span([s for s in made if s["grid"] not in ("table1", "table6")]),
+        "table6_seeds": span([s for s in made if s["grid"] == "table6"]),
     }
+
+
+def span(runs: list[dict]) -> str:
+    """The seeds of `runs`, first to last: "0–2"."""
+    return "–".join(str(f(s["seed"] for s in runs)) for f in (min, max))
 
 
 def spoken(values: list[int]) -> str:
