@@ -12,6 +12,8 @@ them (`route.*`, `world.*`) are the kinds of op the portable step that calls no 
 takes and those 87 lack: its exp and sqrt routes, the rotary table, the I32 teachers' shapes (hidden 104, heads of
 26), SiLU's backward, the discount γ^t and fused AdamW at the runs' settings. `--compare` names each entry whose
 bits differ and each that the first file has no hash for (a risk nobody has measured yet).
+amd-epyc-25-17.ops.json holds all of this battery's entries on an AMD EPYC (family 25 model 17), its first 87 equal
+to amd-epyc-zen4.ops.json's.
 
 The portable mode's variables are set here before torch loads (MKL_CBWR=COMPATIBLE, ATEN_CPU_CAPABILITY=default,
 ONEDNN_MAX_CPU_ISA=SSE41, one thread), as gropd/numerics.py sets them; pass --native to leave them unset."""
