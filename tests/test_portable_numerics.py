@@ -80,6 +80,35 @@ def test_a_committed_portable_run_is_rerun_bit_for_bit_on_this_cpu(tmp_path: Pat
         )
 
 
+def test_a_portable_runs_record_does_not_depend_on_the_blas_kernels_numpy_picks_for_the_cpu(tmp_path: Path) -> None:
+    """numpy's and scipy's OpenBLAS pick their kernels by CPU; OPENBLAS_CORETYPE forces one. Two kernels that every
+    x86-64 CPU with AVX2 runs (Prescott: SSE3; Haswell: AVX2) compute different last digits of a dot product, as an
+    AVX-512 CPU and a Zen 3 do (issue 61). A short portable run under each must record the same bits: every metric
+    of every step (wall-clock timings aside) and every number of its evaluation. Fails while anything a run
+    records reaches BLAS (it did: scipy's Pearson and Spearman, before gropd/train/correlation.py)."""
+    run_id, kernels = "table1__I4nothink-I1.7nothink__gropd", ("Prescott", "Haswell")
+    settings = ["train.steps=4", "train.checkpoint_every=100", "eval.questions=3", "eval.suites=[add,sub]"]
+    command = [sys.executable, "-m", "gropd.cli", "run", run_id, "--profile", "tiny", "backend.threads=1", *settings]
+    runs = {}
+    for kernel in kernels:  # both at once: a core each
+        root = portable_project(tmp_path / kernel)
+        env = {**os.environ, "OPENBLAS_CORETYPE": kernel}
+        process = subprocess.Popen(
+            command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        runs[kernel] = (process, root / "results" / "tiny" / run_id)
+    records = []
+    for process, run in runs.values():
+        _, err = process.communicate(timeout=900)
+        assert process.returncode == 0, err[-2000:]
+        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        summary = json.loads((run / "eval" / "summary.json").read_text())
+        steps = [{key: value for key, value in row.items() if key not in WALL_CLOCK} for row in rows]
+        records.append((steps, summary["macro"], summary["suites"]))
+    assert len(records[0][0]) == 4 and records[0][0][0]["pearson_score_len"] is not None
+    assert records[0] == records[1]  # (before the fix, steps 3 and 4's Pearson differed in the last digit)
+
+
 def test_enter_sets_the_mode_before_torch_loads_and_refuses_after() -> None:
     environ = {"MKL_CBWR": "AVX2"}
     saved = sys.modules.pop("torch")

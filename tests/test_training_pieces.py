@@ -11,8 +11,8 @@ from eval.suites import Question
 from gropd.model.logprobs import pack, response_logprobs
 from gropd.model.rollout.base import SamplingSettings, StopRule
 from gropd.model.rollout.hf import HFRollout
+from gropd.train.correlation import pearson, spearman
 from gropd.train.prompts import PromptSampler
-from gropd.train.step import pearson, spearman
 
 CPU = torch.device("cpu")
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import sys
 import time
-import warnings
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +53,7 @@ from gropd.model.forward_batches import even_out, no_grad_logprobs, plan_forward
 from gropd.model.logprobs import PackedBatch, logprob_score, pack, reverse_kl_score, rows_scores
 from gropd.model.rollout.base import RolloutBatch, RolloutEngine, SamplingSettings
 from gropd.model.teacher.base import TeacherScorer
+from gropd.train.correlation import pearson, spearman
 from gropd.train.device_memory import memory_metrics, phase_peak_gib
 from gropd.train.world import rank_share
 
@@ -469,28 +469,7 @@ def print_progress(run_id: str, record: dict[str, Any], total: int, started: flo
     )
 
 
-# --- monitoring numbers of one rollout batch (Figure 4's correlations among them); never in the loss --------
-
-
-def pearson(x: list[float], y: list[float]) -> float | None:
-    """Pearson correlation, or None when undefined (fewer than 2 points or a constant side)."""
-    return _correlation("pearsonr", x, y)
-
-
-def spearman(x: list[float], y: list[float]) -> float | None:
-    """Spearman rank correlation (ties get average ranks), or None when undefined."""
-    return _correlation("spearmanr", x, y)
-
-
-def _correlation(name: str, x: list[float], y: list[float]) -> float | None:
-    from scipy import stats  # imported on the first rollout batch, not with the trainer
-
-    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        value = float(getattr(stats, name)(x, y)[0])
-    return value if math.isfinite(value) else None
+# --- monitoring numbers of one rollout batch (Figure 4's correlations: gropd/train/correlation.py); never in the loss
 
 
 def mean(values: list[float]) -> float:
