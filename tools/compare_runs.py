@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gropd.record.record_compare import MONITORING_CLASS, differing_keys
+from gropd.record.record_compare import FIXED_BY, MONITORING_CLASS, PER_CPU_MONITORING, differing_keys
 
 TIMINGS = ("time_rollout_s", "time_teacher_s", "time_update_s")  # measured, not computed
 
@@ -87,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{same} of {len(shared)} shared finished runs identical in training and evaluation "
         f"({same - monitored} bit for bit, {monitored} with {MONITORING_CLASS})"
     )
+    if monitored:
+        print(
+            f"({', '.join(PER_CPU_MONITORING)}: computed through numpy's per-CPU BLAS by runs made before {FIXED_BY})"
+        )
     return 1 if differ else 0
 
 
