@@ -52,6 +52,7 @@ from gropd.record.run_dir import RunDir, seal
 from gropd.record.run_lock import require_held
 from gropd.train.prompts import PromptSampler, load_prompt_pool
 from gropd.train.step import StepContext, assign_prompts, print_progress, step_seed, train_step
+from gropd.train.tied_weights import tied_weights_saved_quietly
 from gropd.train.watchdog import ALLOWANCE_S, StepWatchdog
 from gropd.train.world import layout_note, process_group_timeout, rank_share
 from gropd.vector_math import VML_FREE
@@ -269,7 +270,7 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
                 break
             watchdog.beat()
             if step % config.train.checkpoint_every == 0 or step == config.train.steps:
-                with watchdog.paused():
+                with watchdog.paused(), tied_weights_saved_quietly(accelerator.unwrap_model(ctx.model)):
                     save_checkpoint(accelerator, run_dir, step, sampler, config.train.keep_checkpoints)
     finally:
         watchdog.stop()
