@@ -16,6 +16,9 @@
 #   table6   evaluate the pre-OPD reference models, then Table 6
 #   tables   Tables 3–6 (3–5 straight from the manifests, 6 after its evaluations)
 #   claims   the paper's claims with this profile's evidence and verdicts (reports only: runs nothing)
+#   report   the first look, runs nothing: every table, figure, the claims page and the reviewer page (controls
+#            included) from your runs under results/, or from the committed tiny runs (results/reference) when you
+#            have none; it says which it read and prints the page's path
 #   all      every run and every artefact of the paper
 #   controls the runs beyond the paper (experiments/TINY.md, round 5; tiny profile: fullkl needs a transformers
 #            teacher): grids baselines (fullkl, constant), collapse and scale, then Table 1 and the claims page
@@ -97,7 +100,7 @@ gpu_note() {  # on a GPU node whose .venv has no GPU environment: say how to get
 case "$1" in -h|--help|help) usage; exit 0;; esac
 target=$1; shift
 case "$target" in
-  table1|table2|fig1|fig3|fig4|table6|tables|claims|all|controls|runs|status|pin|world|rehearse|test|gpu-env|check) ;;
+  table1|table2|fig1|fig3|fig4|table6|tables|claims|report|all|controls|runs|status|pin|world|rehearse|test|gpu-env|check) ;;
   *) echo "unknown target '$target'" >&2; usage >&2; exit 2;;
 esac
 
@@ -148,6 +151,7 @@ case "$target" in  # the flags each target takes
   table1|table2|fig1|fig3|fig4|table6|tables|all|controls)
     takes="--profile --seeds --jobs --full --dry-run --from-results --results --force key.path=value";;
   claims) takes="--profile --from-results --results";;
+  report) takes="--profile --results";;
   runs) takes="--profile --seeds --results key.path=value";;
   status) takes="--profile --results key.path=value";;
   pin) takes="--profile";;
@@ -194,7 +198,7 @@ py() {
   return "$rc"
 }
 runs_grids=""; case "$target" in table1|table2|fig1|fig3|fig4|table6|tables|all|controls) [ -n "$from_results" ] || runs_grids=1;; esac
-if [ -z "$profile" ] && [[ -n "$runs_grids" || "$target" == claims || "$target" == runs || -n "$from_results" ]]; then
+if [ -z "$profile" ] && [[ -n "$runs_grids" || "$target" == claims || "$target" == report || "$target" == runs || -n "$from_results" ]]; then
   profile=$(py -m gropd.model.hardware) || exit 2   # paper with CUDA, tiny without a GPU; stops on a GPU node torch cannot use
 fi
 gropd() { py -m gropd.cli ${results:+--results "$results"} "$@"; }
@@ -220,6 +224,14 @@ case "$target" in
   table6) run_grids table6; report table6;;
   tables) run_grids table6; report table3 table4 table5 table6;;
   claims) report claims;;
+  report) if [ -z "$results" ] && [ "$profile" = tiny ] && ! compgen -G "results/tiny/*/status.json" >/dev/null; then
+            results=$PWD/results/reference
+            echo "report: no runs of yours under results/tiny/: reading the committed tiny runs, $results/tiny/" >&2
+          else
+            echo "report: reading ${results:-$PWD/results}/$profile/" >&2
+          fi
+          report table1 table2 fig1 fig3 fig4 table3 table4 table5 table6 claims
+          echo "report: open $PWD/paper_figures/$profile/index.html (from disk; nothing is loaded from the network)" >&2;;
   all)    run_grids table6 table1 lambda gamma fig1
           report table1 table2 fig1 fig3 fig4 table3 table4 table5 table6 claims;;
   controls) run_grids baselines collapse scale; report table1 claims;;

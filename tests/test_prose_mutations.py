@@ -1,4 +1,4 @@
-"""tools/prose_mutations.py over README's "What is reproduced so far" and TINY.md's round 7 and 8 results (issue 52): a
+"""tools/prose_mutations.py over TINY.md's round 7 and 8 results (issue 52): a
 changed digit of any number there fails the prose test, but the numbers of the kinds the tool accepts (ACCEPTED, each
 with its reason)."""
 

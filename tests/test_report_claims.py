@@ -251,6 +251,7 @@ def test_claim_3_opd_unstable_gropd_stable_collapse_being_the_extreme_case(tmp_p
     ("opd", "gropd", "outcome", "reason"),
     [
         (["collapsed", 0.3], [0.3, 0.3], "not reproduced", "vanilla OPD unstable in only 1 of 2 seeds"),
+        ([0.3, 0.3], [0.3, 0.3], "not reproduced", "vanilla OPD unstable in none of 2 seeds"),
         (["collapsed", 0.1], [0.3, 0.1], "not reproduced", "GR-OPD (λ=0, γ=0.99) also unstable in 1 of 2 seeds"),
         (["collapsed"], [0.3, 0.3], "not tested", "needs ≥ 2 seeds per setting (vanilla OPD has 1)"),
     ],

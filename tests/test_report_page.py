@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -32,7 +33,7 @@ class Page(HTMLParser):
     def __init__(self, text: str):
         super().__init__(convert_charrefs=True)
         self.sections, self.tables, self.ids, self.loads, self.styles = [], [], set(), [], []
-        self.verdicts, self.drawn, self.tags = [], {}, set()
+        self.verdicts, self.drawn, self.tags, self.svgs = [], {}, set(), Counter()
         self.cell = self.verdict = self.figure = None
         self.in_style = False
         self.feed(text)
@@ -54,6 +55,8 @@ class Page(HTMLParser):
             self.cell = []
         elif tag == "p" and a.get("class") == "verdict":
             self.verdict = []
+        elif tag == "svg":
+            self.svgs[a.get("aria-label")] += 1
         elif tag == "figure":
             self.figure = a.get("id")
             self.drawn[self.figure] = 0
@@ -169,6 +172,7 @@ def page_problems(text: str, out: Path) -> list[str]:
     problems = table_problems(page, out) + claim_problems(page, out)
     drawn = {stem: page.drawn.get(f"figure-{stem}", 0) for stem in (p.stem for p in out.glob("*.png"))}
     problems += [f"figure {stem} is not inline SVG" for stem, n in drawn.items() if not n]
+    problems += [f"svg {label!r} is drawn {n} times (once, then linked)" for label, n in page.svgs.items() if n > 1]
     for tag, name, value in page.loads:
         if EXTERNAL.match(value):
             problems.append(f"<{tag} {name}={value!r}> loads from outside")
@@ -203,7 +207,8 @@ def built(tmp_path_factory) -> Path:
 def test_the_page_equals_the_files_it_sits_beside(built):
     text = (built / "index.html").read_text()
     assert page_problems(text, built) == []
-    assert text.count("<svg") == 2 + 3  # fig3a, fig3b, and again in claims 4 (lambda), 5 (gamma), 6 (table1, lambda)
+    assert text.count("<svg") == 2  # fig3a, fig3b once each; claims 4 and 6 link fig3a (lambda), claim 5 fig3b
+    assert text.count('href="#figure-fig3a"') == 2 and text.count('href="#figure-fig3b"') == 1
     assert f"results read from <code>{built.parent / 'results' / 'tiny'}/</code>" in text
     assert re.search(r'<p class="stamp">Built \d{4}-\d\d-\d\dT[^<]+ from code (git [0-9a-f]{40}|gropd-repro )', text)
     assert '<p class="stamp">' not in unstamped(text)

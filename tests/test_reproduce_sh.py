@@ -67,10 +67,10 @@ def test_unknown_target_prints_the_whole_header_and_exits_2(tmp_path: Path) -> N
 
 
 def test_help_lists_every_target_and_flag_the_readme_names(tmp_path: Path) -> None:
-    """Every `./reproduce.sh TARGET` and every flag of a reproduce.sh line or of the README's Targets
-    section is in --help, and the help's targets are those the script accepts."""
+    """Every `./reproduce.sh TARGET` and every flag of a reproduce.sh line of the README or docs/usage.md, or of
+    usage.md's Targets section, is in --help, and the help's targets are those the script accepts."""
     help_text = bash(REPO / "reproduce.sh", "--help", cwd=tmp_path).stdout
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "README.md").read_text() + (REPO / "docs" / "usage.md").read_text()
     section = readme[readme.index("## Targets") :].split("\n## ", 1)[0]
     lines = [line for line in readme.splitlines() if "reproduce.sh" in line] + [section]
     flags = {flag for line in lines for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]+", line)}

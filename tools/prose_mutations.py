@@ -4,7 +4,7 @@
     python tools/prose_mutations.py --every 7  (each section's every 7th number only, from its first)
 
 For every number that `tests/test_prose_numbers.py`'s NUMBER finds in a section of its SECTIONS that it reads whole
-(README's "What is reproduced so far", TINY.md's round 7 sections), the text is copied with that one number's last
+(TINY.md's round 7 and 8 sections; README's numbers are generated), the text is copied with that one number's last
 digit d changed to (d + 1) mod 10 ("0.29" -> "0.20", "3 of 3" -> "4 of 3" and "3 of 4", "2%" -> "3%") and
 everything else equal; the mutant is caught when any of the test's checks (CHECKS) finds something wrong with the
 mutated text that it does not find with the committed one. The artefacts are built once (from the committed runs)

@@ -23,10 +23,10 @@ def package_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def code_record(root: Path | None = None, outputs: Sequence[Path] = ()) -> dict[str, Any]:
+def code_record(root: Path | None = None, outputs: Sequence[Path] = (), untracked: bool = True) -> dict[str, Any]:
     """{"commit": HEAD's sha, "clean": bool} of the git checkout whose root is `root` (default: package_root()),
-    untracked files under results/ and under each of `outputs` not counted; {"commit": None, "clean": None,
-    "why": reason} where there is none."""
+    untracked files under results/ and under each of `outputs` not counted (none counted where `untracked` is
+    False: tracked files only); {"commit": None, "clean": None, "why": reason} where there is none."""
     root = (root or package_root()).resolve()
     head, why = _git(root, "rev-parse", "--show-toplevel", "HEAD")
     if head is None:
@@ -34,7 +34,7 @@ def code_record(root: Path | None = None, outputs: Sequence[Path] = ()) -> dict[
     top, commit = head.splitlines()
     if Path(top).resolve() != root:
         return unknown(f"the code at {root} is not a git checkout's root (it lies inside {top})")
-    listed, why = _git(root, "status", "--porcelain", "-z", "--untracked-files=all")
+    listed, why = _git(root, "status", "--porcelain", "-z", f"--untracked-files={'all' if untracked else 'no'}")
     if listed is None:
         return unknown(why)
     ignored = [root / OUTPUTS, *(Path(p).resolve() for p in outputs)]

@@ -174,8 +174,9 @@ def broken(*settings: Setting) -> Verdict | None:
 
 
 def describe(selector: dict[str, Any]) -> str:
-    """'GR-OPD', 'vanilla OPD (feedback.zero_format_tokens=True)': a `compare` entry in words."""
-    extra = ", ".join(f"{key}={value}" for key, value in selector.items() if key != "method")
+    """'GR-OPD', 'vanilla OPD (feedback.zero_format_tokens=True)': a `compare` entry in words; a key selected as
+    unset (None: the method's default, e.g. constant.c from the first batch) is not named, as Table 1 names it."""
+    extra = ", ".join(f"{key}={value}" for key, value in selector.items() if key != "method" and value is not None)
     record = METHODS.get(selector.get("method"))
     return (record.label if record else "any method") + (f" ({extra})" if extra else "")
 

@@ -117,13 +117,13 @@ def inline_svg(document: str, prefix: str, label: str) -> str:
     return body.replace("<svg ", f'<svg role="img" aria-label="{esc(label)}" ', 1)
 
 
-def figure(artefact: Artefact, stem: str, prefix: str, anchor: bool) -> str:
-    """One figure of a figure artefact inline, with links to its PNG and PDF (and an id where `anchor`)."""
+def figure(artefact: Artefact, stem: str) -> str:
+    """One figure of a figure artefact inline (id `figure-<stem>`, which claims link to), with links to its PNG and
+    PDF."""
     drawing: Drawing = artefact.content
-    ident = f' id="figure-{esc(stem)}"' if anchor else ""
     files = [name for name in artefact.files if name.rsplit(".", 1)[0] == stem]
-    svg = inline_svg(drawing.svgs[stem], f"{prefix}{stem}-", f"{stem}: {drawing.title}")
-    return f"<figure{ident}>\n{svg}\n<figcaption>{esc(stem)}: {anchors(files)}</figcaption></figure>\n"
+    svg = inline_svg(drawing.svgs[stem], f"{stem}-", f"{stem}: {drawing.title}")
+    return f'<figure id="figure-{esc(stem)}">\n{svg}\n<figcaption>{esc(stem)}: {anchors(files)}</figcaption></figure>\n'
 
 
 def section(ident: str, heading: str, body: str, level: int = 3) -> str:
@@ -164,9 +164,9 @@ def claim_section(index: int, j: Judged, drawings: list[Artefact]) -> str:
     body += bullets([f"{name}: {v.outcome} — {v.reason}" for name, v in j.section.cells.items()])
     drawn = [(a, stem) for a in drawings for stem in a.content.svgs if set(DRAWS[stem]) & set(j.claim.grids)]
     grids = esc(", ".join(j.claim.grids))
-    if drawn:
-        body += f"<p>The figures of this page drawn from the grids this claim reads ({grids}):</p>\n"
-        body += "".join(figure(a, stem, f"claim{index}-", anchor=False) for a, stem in drawn)
+    if drawn:  # each figure is drawn once, in the Figures section: linked here
+        shown = ", ".join(f'<a href="#figure-{esc(stem)}">{esc(stem)}</a>' for _, stem in drawn)
+        body += f"<p>The figures of this page drawn from the grids this claim reads ({grids}): {shown}.</p>\n"
     else:
         body += f"<p>No figure of this page draws the grids this claim reads ({grids}).</p>\n"
     outcome = f'<strong class="{verdict_class(j.verdict.outcome)}">Verdict: {esc(j.verdict.outcome)}</strong>'
@@ -184,7 +184,7 @@ def table_section(artefact: Artefact) -> str:
 def figure_section(artefact: Artefact) -> str:
     drawing: Drawing = artefact.content
     body = f"<p>{inline(drawing.caption)}</p>\n" + bullets(drawing.points)
-    body += "".join(figure(artefact, stem, "", anchor=True) for stem in drawing.svgs)
+    body += "".join(figure(artefact, stem) for stem in drawing.svgs)
     return section(artefact.name, drawing.title, body + missing_html(artefact.missing) + links(own_files(artefact)))
 
 
@@ -247,9 +247,10 @@ def document(ev: Evidence, artefacts: list[Artefact], stamp: str) -> str:
 
 
 def code_version(root: Path) -> str:
-    """'git <commit>' of the checkout at `root` (with '+ uncommitted changes' where its tree is not clean:
-    gropd/record/code.py), else the installed package's version; no network."""
-    code = code_record(root)
+    """'git <commit>' of the checkout at `root` (with '+ uncommitted changes' where a tracked file differs from it:
+    gropd/record/code.py; an untracked file, a `.venv` link say, is no change), else the installed package's
+    version; no network."""
+    code = code_record(root, untracked=False)
     if code["commit"]:
         return f"git {code['commit']}" + ("" if code["clean"] else " + uncommitted changes")
     try:

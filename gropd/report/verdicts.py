@@ -150,7 +150,8 @@ def contrast(
 def _contrast(bad: list[bool], good: dict[str, list[bool]], name: str) -> Verdict:
     if short := too_few({name: len(bad)} | {other: len(flags) for other, flags in good.items()}):
         return short
-    failures = [f"{name} unstable in only {sum(bad)} of {len(bad)} seeds"] if sum(bad) <= MAJORITY * len(bad) else []
+    few = f"only {sum(bad)}" if any(bad) else "none"
+    failures = [f"{name} unstable in {few} of {len(bad)} seeds"] if sum(bad) <= MAJORITY * len(bad) else []
     failures += [f"{other} also unstable in {sum(f)} of {len(f)} seeds" for other, f in good.items() if any(f)]
     if failures:
         return Verdict(NOT_REPRODUCED, "; ".join(failures))
