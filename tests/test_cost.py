@@ -76,14 +76,18 @@ def test_an_evaluation_by_hand() -> None:
     assert abs(evaluation_s(run, manifests)[0] - low) < 1e-6
 
 
-def test_the_pairings_splits_are_fits_choice_on_the_recorded_shapes() -> None:
+def test_the_cost_takes_fits_split_of_the_planned_card() -> None:
+    """The paper profile types no engine share: each run's cost is at fit.py's split of the 80 GB card it plans for
+    (0.5 + 0.2 beside an in-process 4B, 0.7 beside a served 32B), as a job on that card takes it."""
     manifests = load_manifests(REPO / "experiments")
     for pairing in manifests.pairings:
         run = paper_run(pairing)
+        assert (run.backend.rollout_gpu_fraction, run.backend.teacher_gpu_fraction) == (None, None)
         engines = [e for e in engines_of(run, manifests, 8) if e.what != "evaluation engine"]
         split = memory_split(run, manifests, PLANNED_GPU_BYTES, engines, 8, True, PAPER_SHAPES)
-        assert run.backend.rollout_gpu_fraction == split.rollout, pairing
-        assert run.backend.teacher != "vllm" or run.backend.teacher_gpu_fraction == split.teacher, pairing
+        cost = step_cost(run, manifests)
+        assert cost.rollout_share == split.rollout, pairing
+        assert cost.teacher_share == (split.teacher if run.backend.teacher == "vllm" else None), pairing
 
 
 def test_the_readmes_cost_table_is_the_commands_output() -> None:

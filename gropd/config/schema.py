@@ -247,8 +247,9 @@ class BackendSettings(Strict):
     share_prompt_forward: bool = False  # a group's prompt forwarded once, its KV cache reused by its G responses
     old_logprobs: Literal["recompute", "sampler"] = "recompute"  # π_S,old: a trainer forward, or the sampler's own
     max_prompt_tokens: int = Field(ge=1, default=2048)  # vLLM engines: max_model_len = this + max_new_tokens
-    rollout_gpu_fraction: float = Field(gt=0, le=1, default=0.3)  # vLLM gpu_memory_utilization of each engine
-    teacher_gpu_fraction: float = Field(gt=0, le=1, default=0.3)
+    rollout_gpu_fraction: float | None = Field(gt=0, le=1, default=0.3)  # vLLM gpu_memory_utilization of each engine
+    teacher_gpu_fraction: float | None = Field(gt=0, le=1, default=0.3)  # null: fit.py's split of the job's card
+    # (gropd/runs/preflight.py with_gpu_split; the paper profile's), a share typed anywhere overrides it
     eval_gpu_fraction: float = Field(gt=0, le=1, default=0.85)
     teacher_max_batched_tokens: int = Field(ge=1, default=4096)  # vLLM's prompt_logprobs workspace (V1 runner)
 

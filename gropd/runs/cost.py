@@ -53,7 +53,7 @@ from gropd.config.manifests import Manifests
 from gropd.config.resolve import resolve_run
 from gropd.config.schema import RunConfig
 from gropd.model.fit import GIB, PLANNED_GPU_BYTES, SAMPLER_ROWS
-from gropd.runs.preflight import engine_fit, engines_of
+from gropd.runs.preflight import engine_fit, engines_of, with_gpu_split
 from gropd.train.world import rank_share
 
 GPUS_A_NODE = 8
@@ -153,7 +153,9 @@ class StepCost:
 
 
 def step_cost(config: RunConfig, manifests: Manifests, gpu_bytes: int = PLANNED_GPU_BYTES) -> StepCost:
-    """The step of a training run on one node of a `gpu_bytes` card (module docstring)."""
+    """The step of a training run on one node of a `gpu_bytes` card (module docstring), its engines at fit.py's
+    split of that card where its config leaves them null (with_gpu_split)."""
+    config = with_gpu_split(config, manifests, gpu_bytes, GPUS_A_NODE, True, PAPER_SHAPES)
     share = rank_share(config.train, GPUS_A_NODE)
     engines = engines_of(config, manifests, GPUS_A_NODE)
     rollout = next(engine for engine in engines if engine.what == "rollout engine")

@@ -97,6 +97,8 @@ class StepContext:
     dump_dir: Path | None = None  # where dump_steps' tensors go (dump_path: batches/step_<N>_rank<R>.pt)
     method: Method | None = None  # the run's method record (gropd/credit.py); None: a scoring pass, no update
     constant_c: float | None = None  # c of a first_batch_c method: config.constant.c, or set from the first batch
+    engines_gib: float | None = None  # device memory the engines hold once built; trainer_gib: fit.py's estimate
+    trainer_gib: float | None = None  # (both None off CUDA: gropd/train/device_memory.py)
 
     def busiest(self, count: int) -> int:
         """The largest `count` over the data-parallel ranks (every rank calls it: a collective)."""
@@ -422,7 +424,7 @@ def train_step(ctx: StepContext, config: RunConfig, questions: list[Question], s
         "time_rollout_s": rollout.seconds["rollout"],
         "time_teacher_s": rollout.seconds["teacher"],
         "time_update_s": t1 - t0 + rollout.seconds["credit"],
-        **memory_metrics(peaks_gib),
+        **memory_metrics(peaks_gib, ctx.engines_gib, ctx.trainer_gib),
     }
     return {key: (None if isinstance(v, float) and math.isnan(v) else v) for key, v in record.items()}
 
