@@ -137,6 +137,14 @@ class TrainSettings(Strict):
     keep_checkpoints: int = Field(ge=1, default=2)
     dump_steps: list[int] = Field(default_factory=list)  # rollout batches whose tensors are saved for inspection
     prompts: PromptPool = PromptPool()
+    # Beyond the paper, off by default (gropd/config/resolve.py HASHED_WHEN_SET: at their defaults no run's hash
+    # holds them). tis_cap: C of the truncated importance weight min(π_S,old / π_vllm, C) on each token's surrogate
+    # (gropd/loss.py truncated_is_weights). dynamic_batch: update micro-steps packed by backend.max_tokens_per_forward
+    # alone, per_device_batch no row cap (verl's dynamic batch size). balance_ranks: each minibatch's rows dealt to
+    # the data-parallel ranks by tokens, longest first (verl's balance_batch; gropd/train/rank_balance.py).
+    tis_cap: float | None = Field(default=None, gt=0)
+    dynamic_batch: bool = False
+    balance_ranks: bool = False
 
     @model_validator(mode="after")
     def _table3_arithmetic(self) -> TrainSettings:
@@ -289,6 +297,17 @@ class RunConfig(Strict):
     prompt: PromptSettings
     backend: BackendSettings
     tracking: TrackingSettings = TrackingSettings()
+
+    @model_validator(mode="after")
+    def _importance_weights_need_two_policies(self) -> RunConfig:
+        """train.tis_cap weighs the trainer's π_S,old against the sampler's log-probs: refused where they are one
+        (backend.old_logprobs: sampler) or where the loss has no sampled-token surrogate (method fullkl)."""
+        if self.train.tis_cap is not None and (self.backend.old_logprobs == "sampler" or self.method == "fullkl"):
+            raise ValueError(
+                f"train.tis_cap={self.train.tis_cap} needs backend.old_logprobs: recompute and a method with a "
+                f"sampled-token surrogate (got old_logprobs {self.backend.old_logprobs!r}, method {self.method!r})"
+            )
+        return self
 
     @field_validator("method")
     @classmethod

@@ -49,7 +49,7 @@ from gropd.credit import (
     trajectory_scores,
     without_format_tokens,
 )
-from gropd.loss import clipped_policy_loss, full_kl_loss
+from gropd.loss import clipped_policy_loss, full_kl_loss, truncated_is_weights
 from gropd.model.forward_batches import even_out, no_grad_logprobs, plan_forwards
 from gropd.model.logprobs import PackedBatch, logprob_score, pack, reverse_kl_score, rows_scores
 from gropd.model.rollout.base import RolloutBatch, RolloutEngine, SamplingSettings
@@ -77,6 +77,7 @@ class Rollout:
     sampler_gap: float | None = None  # Σ |recompute − sampler| over response tokens, where both exist
     forwards: int | None = None  # this rank's planned forwards of the π_S,old recompute (before even_out)
     teacher_hidden: torch.Tensor | None = None  # [B, T, H_T]: the teacher's full distribution (method fullkl)
+    is_weights: torch.Tensor | None = None  # [B, T]: truncated importance weights (train.tis_cap), else None
 
 
 @dataclass
@@ -169,6 +170,9 @@ def collect_rollout(
     if method is not None and method.rule is not None:
         advantages, stats = token_advantages(method.name, f, mask, credit_settings(config, ctx.constant_c))
     scores = trajectory_scores(f, mask, config.gropd.gamma)
+    is_weights = None  # train.tis_cap: π_S,old (recomputed) against the sampler's own log-probs (gropd/loss.py)
+    if (cap := config.train.tis_cap) is not None:
+        is_weights = truncated_is_weights(logp_old, rows_tensor(batch.sampler_logprobs, width, device), mask, cap)
     seconds = {"rollout": t1 - t0, "teacher": t2 - t1, "credit": time.perf_counter() - t2}
     return Rollout(
         questions=questions,
@@ -186,6 +190,7 @@ def collect_rollout(
         sampler_gap=gap,
         forwards=forwards,
         teacher_hidden=teacher_hidden,
+        is_weights=is_weights,
     )
 
 
@@ -349,6 +354,7 @@ def _micro_batch_loss(
         t.clip_low,
         t.clip_high,
         t.agg,
+        None if rollout.is_weights is None else rollout.is_weights[index, :width],
     )
 
 
