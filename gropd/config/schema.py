@@ -299,14 +299,17 @@ class RunConfig(Strict):
     tracking: TrackingSettings = TrackingSettings()
 
     @model_validator(mode="after")
-    def _importance_weights_need_two_policies(self) -> RunConfig:
+    def _update_options_fit_the_method(self) -> RunConfig:
         """train.tis_cap weighs the trainer's π_S,old against the sampler's log-probs: refused where they are one
-        (backend.old_logprobs: sampler) or where the loss has no sampled-token surrogate (method fullkl)."""
+        (backend.old_logprobs: sampler) or where the loss has no sampled-token surrogate (method fullkl); nor does
+        train.balance_ranks move fullkl's teacher states between ranks."""
         if self.train.tis_cap is not None and (self.backend.old_logprobs == "sampler" or self.method == "fullkl"):
             raise ValueError(
                 f"train.tis_cap={self.train.tis_cap} needs backend.old_logprobs: recompute and a method with a "
                 f"sampled-token surrogate (got old_logprobs {self.backend.old_logprobs!r}, method {self.method!r})"
             )
+        if self.train.balance_ranks and self.method == "fullkl":
+            raise ValueError("train.balance_ranks moves rows between ranks, and method fullkl's teacher states stay")
         return self
 
     @field_validator("method")

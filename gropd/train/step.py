@@ -55,6 +55,7 @@ from gropd.model.logprobs import PackedBatch, logprob_score, pack, reverse_kl_sc
 from gropd.model.rollout.base import RolloutBatch, RolloutEngine, SamplingSettings
 from gropd.model.teacher.base import TeacherScorer
 from gropd.train.device_memory import memory_metrics, phase_peak_gib
+from gropd.train.rank_balance import balanced_minibatch
 from gropd.train.world import rank_share
 
 
@@ -288,33 +289,36 @@ def accumulate_gradient(
 
 def update_policy(ctx: StepContext, config: RunConfig, rollout: Rollout) -> dict[str, float]:
     """Clipped updates (or, for fullkl, exact-KL updates) over minibatches (consecutive local rows; see
-    assign_prompts), with gradient accumulation over the minibatch's forwards (plan_forwards: at most
-    per_device_batch responses and backend.max_tokens_per_forward packed tokens each, as many on every rank:
-    even_out)."""
+    assign_prompts; dealt again across ranks by tokens with train.balance_ranks), with gradient accumulation over the
+    minibatch's forwards (plan_forwards: at most per_device_batch responses, unless train.dynamic_batch, and
+    backend.max_tokens_per_forward packed tokens each, as many on every rank: even_out)."""
     t, b = config.train, config.backend
-    prompts, responses = rollout.batch.prompt_ids, rollout.batch.response_ids
-    B = len(responses)
+    B = len(rollout.batch.response_ids)
     local_minibatch = rank_share(t, ctx.accelerator.num_processes).minibatch
     sums: dict[str, list[float]] = {"loss": [], "grad_norm": []}
     ctx.model.train()
     for start in range(0, B, local_minibatch):
-        minibatch = list(range(start, min(start + local_minibatch, B)))
+        minibatch, rows_of = list(range(start, min(start + local_minibatch, B))), rollout
+        if t.balance_ranks:  # the minibatch's rows dealt to the ranks by tokens (gropd/train/rank_balance.py)
+            rows_of = balanced_minibatch(ctx.accelerator, rollout, minibatch, ctx.pad_id)
+            minibatch = list(range(len(rows_of.batch.response_ids)))
+        prompts, responses = rows_of.batch.prompt_ids, rows_of.batch.response_ids
         local = [
             [minibatch[i] for i in rows]
             for rows in plan_forwards(
                 [prompts[r] for r in minibatch],
                 [responses[r] for r in minibatch],
                 b.max_tokens_per_forward,
-                t.per_device_batch,
+                None if t.dynamic_batch else t.per_device_batch,  # dynamic: the token budget alone
                 b.share_prompt_forward,
             )
         ]
         planned = even_out(local, ctx.busiest(len(local)))
-        total = _minibatch_total(minibatch, rollout.packed.response_lengths, t.agg, ctx.accelerator)
+        total = _minibatch_total(minibatch, rows_of.packed.response_lengths, t.agg, ctx.accelerator)
         pending: dict[str, list[torch.Tensor]] = {}  # this minibatch's numbers, read once it is done
         for micro, rows in enumerate(planned):
             with ctx.sync_gradients(last=micro == len(planned) - 1):
-                loss, stats = accumulate_gradient(ctx, config, rollout, rows or [minibatch[0]], total, bool(rows))
+                loss, stats = accumulate_gradient(ctx, config, rows_of, rows or [minibatch[0]], total, bool(rows))
             if rows:
                 for key, value in {**stats, "loss": loss}.items():
                     pending.setdefault(key, []).append(value.detach())
