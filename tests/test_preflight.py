@@ -163,10 +163,11 @@ def test_each_pairing_splits_its_gpu_as_fit_chooses(
 ) -> None:
     """Table 3 on 8 GPUs: 8 prompts x G = 8 per rank, each up to 10,240 tokens (112 KiB of KV a token). The old
     0.3 rollout share of an H100 held 17 of a rank's 64 at full length (4 waves) while ~22 GiB idled; fit.py's
-    split, written per pairing in pairings.yaml, gives the rollout engine what the trainer and the teacher leave:
-    0.5 beside an in-process 4B teacher at 0.2 (31 at once: 3 waves), 0.7 beside a served 32B (46: 2 waves)."""
+    split, taken for the card the job got (with_gpu_split; the paper profile types none), gives the rollout engine
+    what the trainer and the teacher leave: 0.5 beside an in-process 4B teacher at 0.2 (31 at once: 3 waves), 0.7
+    beside a served 32B (46: 2 waves)."""
     from gropd.model.fit import GIB, PLANNED_GPU_BYTES
-    from gropd.runs.preflight import engines_of, memory_split
+    from gropd.runs.preflight import engines_of, memory_split, with_gpu_split
 
     local_shapes(experiments, tmp_path)
     manifests = load_manifests(experiments)
@@ -189,9 +190,9 @@ def test_each_pairing_splits_its_gpu_as_fit_chooses(
         engines = [e for e in engines_of(run, manifests, 8) if e.what != "evaluation engine"]
         split = memory_split(run, manifests, H100, engines, shards=8, fsdp=True)
         assert (split.rollout, split.teacher, split.rollout_fit.at_once()) == (rollout, teacher, held), pairing
-        assert run.backend.rollout_gpu_fraction == split.rollout  # pairings.yaml says what fit.py chooses
-        if teacher:
-            assert run.backend.teacher_gpu_fraction == split.teacher
+        assert (run.backend.rollout_gpu_fraction, run.backend.teacher_gpu_fraction) == (None, None)  # the card's
+        job = with_gpu_split(run, manifests, H100, 8, True).backend  # what a job on an H100 takes
+        assert (job.rollout_gpu_fraction, job.teacher_gpu_fraction) == (rollout, teacher or None), pairing
         require_fits(run, manifests, H100, world=8, fsdp=True)
         err = capsys.readouterr().err
         assert f"holds {held} of its 64 sequences at full length at once ({-(-64 // held)} wave(s)" in err, err

@@ -180,6 +180,9 @@ def check_against_manifests(config: RunConfig, manifests: Manifests, where: Call
 
 
 NOT_HASHED = ("tracking", "backend.teacher_url")  # config keys (dotted) that do not change a run's results
+HASHED_WHEN_SET = {"train.tis_cap": None, "train.dynamic_batch": False, "train.balance_ranks": False}  # keys added
+# after runs were recorded (issue 64): at these values, their defaults, left out of the hash, so every recorded run's
+# hash (its config.yaml lacks them) still holds; set otherwise, hashed like any key
 
 
 def config_hash(config: RunConfig) -> str:
@@ -190,9 +193,11 @@ def config_hash(config: RunConfig) -> str:
 
 
 def data_hash(data: dict[str, Any]) -> str:
-    """sha256 of the canonical JSON of a config mapping without its NOT_HASHED keys (first 16 hex
-    digits); of a saved config.yaml's contents it equals the config_hash of the config that wrote it."""
+    """sha256 of the canonical JSON of a config mapping without its NOT_HASHED keys, nor its HASHED_WHEN_SET keys
+    at their defaults (first 16 hex digits); of a saved config.yaml's contents it equals the config_hash of the
+    config that wrote it."""
     identity = _without(data, NOT_HASHED)
+    identity = _without(identity, tuple(k for k, v in HASHED_WHEN_SET.items() if _at(identity, k, v) == v))
     canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
@@ -200,6 +205,15 @@ def data_hash(data: dict[str, Any]) -> str:
 def config_yaml(config: RunConfig) -> str:
     """The resolved config as YAML, as saved beside a run's results."""
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
+def _at(data: dict[str, Any], dotted: str, missing: Any) -> Any:
+    """The value at a dotted path of nested mappings, `missing` where there is none."""
+    for part in dotted.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return missing
+        data = data[part]
+    return data
 
 
 def _without(data: dict[str, Any], dotted: tuple[str, ...]) -> dict[str, Any]:

@@ -137,6 +137,14 @@ class TrainSettings(Strict):
     keep_checkpoints: int = Field(ge=1, default=2)
     dump_steps: list[int] = Field(default_factory=list)  # rollout batches whose tensors are saved for inspection
     prompts: PromptPool = PromptPool()
+    # Beyond the paper, off by default (gropd/config/resolve.py HASHED_WHEN_SET: at their defaults no run's hash
+    # holds them). tis_cap: C of the truncated importance weight min(π_S,old / π_vllm, C) on each token's surrogate
+    # (gropd/loss.py truncated_is_weights). dynamic_batch: update micro-steps packed by backend.max_tokens_per_forward
+    # alone, per_device_batch no row cap (verl's dynamic batch size). balance_ranks: each minibatch's rows dealt to
+    # the data-parallel ranks by tokens, longest first (verl's balance_batch; gropd/train/rank_balance.py).
+    tis_cap: float | None = Field(default=None, gt=0)
+    dynamic_batch: bool = False
+    balance_ranks: bool = False
 
     @model_validator(mode="after")
     def _table3_arithmetic(self) -> TrainSettings:
@@ -247,8 +255,9 @@ class BackendSettings(Strict):
     share_prompt_forward: bool = False  # a group's prompt forwarded once, its KV cache reused by its G responses
     old_logprobs: Literal["recompute", "sampler"] = "recompute"  # π_S,old: a trainer forward, or the sampler's own
     max_prompt_tokens: int = Field(ge=1, default=2048)  # vLLM engines: max_model_len = this + max_new_tokens
-    rollout_gpu_fraction: float = Field(gt=0, le=1, default=0.3)  # vLLM gpu_memory_utilization of each engine
-    teacher_gpu_fraction: float = Field(gt=0, le=1, default=0.3)
+    rollout_gpu_fraction: float | None = Field(gt=0, le=1, default=0.3)  # vLLM gpu_memory_utilization of each engine
+    teacher_gpu_fraction: float | None = Field(gt=0, le=1, default=0.3)  # null: fit.py's split of the job's card
+    # (gropd/runs/preflight.py with_gpu_split; the paper profile's), a share typed anywhere overrides it
     eval_gpu_fraction: float = Field(gt=0, le=1, default=0.85)
     teacher_max_batched_tokens: int = Field(ge=1, default=4096)  # vLLM's prompt_logprobs workspace (V1 runner)
 
@@ -288,6 +297,20 @@ class RunConfig(Strict):
     prompt: PromptSettings
     backend: BackendSettings
     tracking: TrackingSettings = TrackingSettings()
+
+    @model_validator(mode="after")
+    def _update_options_fit_the_method(self) -> RunConfig:
+        """train.tis_cap weighs the trainer's π_S,old against the sampler's log-probs: refused where they are one
+        (backend.old_logprobs: sampler) or where the loss has no sampled-token surrogate (method fullkl); nor does
+        train.balance_ranks move fullkl's teacher states between ranks."""
+        if self.train.tis_cap is not None and (self.backend.old_logprobs == "sampler" or self.method == "fullkl"):
+            raise ValueError(
+                f"train.tis_cap={self.train.tis_cap} needs backend.old_logprobs: recompute and a method with a "
+                f"sampled-token surrogate (got old_logprobs {self.backend.old_logprobs!r}, method {self.method!r})"
+            )
+        if self.train.balance_ranks and self.method == "fullkl":
+            raise ValueError("train.balance_ranks moves rows between ranks, and method fullkl's teacher states stay")
+        return self
 
     @field_validator("method")
     @classmethod

@@ -240,6 +240,24 @@ def trainer_memory(
     )
 
 
+def run_trainer_memory(arch: Architecture, config: RunConfig, shards: int, fsdp: bool, fused: bool) -> Trainer:
+    """trainer_memory for `config`'s update (per_device_batch rows of max_model_len tokens), no-grad forwards
+    (backend.max_tokens_per_forward) and precision: the one estimate both the plan (gropd/runs/preflight.py) and
+    the trainer's logged `memory_trainer_estimate_gib` (gropd/train/loop.py) read."""
+    b = config.backend
+    return trainer_memory(
+        arch,
+        dtype=b.dtype,
+        shards=shards,
+        fsdp=fsdp,
+        fused=fused,
+        row_tokens=max_model_len(config, config.sampling.max_new_tokens),
+        rows=config.train.per_device_batch,
+        forward_tokens=b.max_tokens_per_forward,
+        checkpointing=b.gradient_checkpointing,
+    )
+
+
 @dataclass(frozen=True)
 class Split:
     """A training GPU's shares: `rollout` and `teacher` (0: no in-process teacher) engine fractions, and the

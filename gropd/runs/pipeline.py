@@ -39,6 +39,7 @@ from gropd.runs.lifecycle import (
     stamps_of,
     twin_to_copy,
 )
+from gropd.runs.preflight import job_gpu_split
 from gropd.runs.session import Ranks, refuse_live_owner, run_session
 from gropd.train.world import rank_share
 
@@ -149,12 +150,13 @@ def _execute(
         if config.kind == "train" and status["status"] == "running":
             from gropd.train.loop import train_run
 
-            ended = train_run(config, manifests, run_dir)  # ends every rank's process group
+            split = job_gpu_split(config, manifests)  # null engine shares: fit.py's split of this job's card
+            ended = train_run(split, manifests, run_dir)  # ends every rank's process group
             status = run_dir.update_status(**ended) if ranks.main else {**status, **ended}
         if config.kind == "score" and status["status"] == "running":
             from gropd.train.scoring import score_run
 
-            scored = score_run(config, manifests, run_dir)
+            scored = score_run(job_gpu_split(config, manifests), manifests, run_dir)
             return run_dir.update_status(**scored) if ranks.main else {**status, **scored}
         if status["status"] not in ("trained", "running"):
             return status

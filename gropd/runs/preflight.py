@@ -26,6 +26,8 @@ from gropd.model.checkpoints import checkpoint_ref, model_config
 from gropd.model.fit import (
     GIB,
     SAMPLER_ROWS,
+    SPLIT_FREE,
+    SPLIT_STEPS,
     Architecture,
     Fit,
     FitError,
@@ -39,7 +41,7 @@ from gropd.model.fit import (
     max_model_len,
     model_runner_v2,
     require_fit,
-    trainer_memory,
+    run_trainer_memory,
 )
 from gropd.model.optional import VLLM_PURPOSES, require
 from gropd.model.rollout.base import require_sampler_logprobs
@@ -48,6 +50,10 @@ from gropd.runs.evaluation import suites_for
 from gropd.runs.lifecycle import models_of
 
 Shapes = Mapping[str, Mapping[str, Any]] | None  # model label -> config.json numbers (planning without the Hub)
+FSDP_ROUTE = (
+    "Train it sharded over a node's GPUs: accelerate launch --config_file experiments/launch/eight_gpu_fsdp.yaml -m "
+    "gropd.cli run {run_id} --profile {profile} (or sbatch experiments/launch/slurm_run.sbatch {run_id})"
+)
 
 
 def require_device(config: RunConfig, cuda: bool) -> None:
@@ -219,7 +225,9 @@ def engine_fit(
 def require_fits(config: RunConfig, manifests: Manifests, gpu_bytes: int, world: int = 1, fsdp: bool = False) -> None:
     """FitError unless the run fits a GPU of `gpu_bytes` (gropd/model/fit.py): each engine its fraction, and
     during training the trainer (one of `world` processes, sharded when `fsdp`) beside the rollout engine
-    and an in-process teacher. Prints a note where a batch's KV cache runs in waves, and a training run's split."""
+    and an in-process teacher, each engine's share fit.py's split of the card where the config leaves it null
+    (with_gpu_split). Prints a note where a batch's KV cache runs in waves, and a training run's split."""
+    config = with_gpu_split(config, manifests, gpu_bytes, world, fsdp)
     engines = engines_of(config, manifests, world)
     tp = config.backend.tensor_parallel if config.kind == "eval" else 1
     for engine in engines:
@@ -252,19 +260,8 @@ def trainer_estimate(
     config: RunConfig, manifests: Manifests, shards: int, fsdp: bool, shapes: Shapes = None
 ) -> Trainer:
     """The trainer's memory on one GPU (on CUDA: fused AdamW, gropd/train/loop.py) by gropd/model/fit.py."""
-    b, t = config.backend, config.train
     label = models_of(config, manifests)["student"][0]
-    return trainer_memory(
-        architecture(config, manifests, label, shapes),
-        dtype=b.dtype,
-        shards=shards,
-        fsdp=fsdp,
-        fused=True,
-        row_tokens=max_model_len(config, config.sampling.max_new_tokens),
-        rows=t.per_device_batch,
-        forward_tokens=b.max_tokens_per_forward,
-        checkpointing=b.gradient_checkpointing,
-    )
+    return run_trainer_memory(architecture(config, manifests, label, shapes), config, shards, fsdp, fused=True)
 
 
 def memory_split(
@@ -290,6 +287,79 @@ def memory_split(
         None if teacher is None else teacher_at,
         gpu_bytes,
     )
+
+
+def needs_gpu_split(config: RunConfig) -> bool:
+    """Whether a vLLM engine that trains beside the trainer has its share left null (fit.py's split decides)."""
+    b = config.backend
+    null = (b.rollout == "vllm" and b.rollout_gpu_fraction is None) or (
+        b.teacher == "vllm" and b.teacher_gpu_fraction is None
+    )
+    return config.kind in ("train", "score") and null
+
+
+def with_gpu_split(
+    config: RunConfig, manifests: Manifests, gpu_bytes: int, world: int, fsdp: bool, shapes: Shapes = None
+) -> RunConfig:
+    """`config` with each engine share left null (backend.rollout_gpu_fraction, backend.teacher_gpu_fraction: the
+    paper profile's) set to fit.py's split (choose_split) of a `gpu_bytes` card for this run's trainer (one of
+    `world` processes, sharded when `fsdp`); a typed share (pairings.yaml, a run file, the command line) is kept as
+    an override. Unchanged when nothing is null or nothing trains beside vLLM engines; FitError when no split
+    fits. The config's hash stays the resolved one's (null): the split is the card's, not the run's identity."""
+    b = config.backend
+    typed = {"rollout_gpu_fraction": b.rollout_gpu_fraction, "teacher_gpu_fraction": b.teacher_gpu_fraction}
+    if not needs_gpu_split(config):
+        return config
+    if b.rollout != "vllm":
+        raise ConfigError(
+            f"run {config.run_id}",
+            "backend.teacher_gpu_fraction",
+            "null (fit.py's split of the card), which is chosen beside a vLLM rollout engine, and this run has none",
+            "a share of the card, e.g. backend.teacher_gpu_fraction=0.3",
+        )
+    engines = [engine for engine in engines_of(config, manifests, world) if engine.what != "evaluation engine"]
+    if not fsdp:
+        trainer = trainer_estimate(config, manifests, 1, False, shapes)
+        raise FitError(
+            f"run {config.run_id}: its engines' shares are left to fit.py's split, which is planned beside a trainer "
+            f"sharded over a node's GPUs, and this trainer is one process, unsharded ({describe_trainer(trainer)}). "
+            f"{FSDP_ROUTE.format(run_id=config.run_id, profile=config.profile)}, or type both shares "
+            "(backend.rollout_gpu_fraction, backend.teacher_gpu_fraction)."
+        )
+    split = memory_split(config, manifests, gpu_bytes, engines, world, fsdp, shapes)
+    if split is None:
+        share = max(1, math.floor((SPLIT_STEPS - SPLIT_FREE) / len(engines))) / SPLIT_STEPS  # an even share each
+        fits = [(e, engine_fit(config, manifests, e, gpu_bytes, share, shapes)) for e in engines]
+        said = [f"the {e.what} at {share:.2f} {'fits' if f.fits else 'does not fit'} ({describe(f)})" for e, f in fits]
+        raise FitError(
+            f"run {config.run_id}: gropd/model/fit.py finds no split of a {gpu_bytes / GIB:.0f} GiB GPU that holds its "
+            f"engines beside the trainer ({'; '.join(said)}). Set {' or '.join(e.knobs for e in engines)}."
+        )
+    chosen = {"rollout_gpu_fraction": split.rollout, "teacher_gpu_fraction": split.teacher or None}
+    shares = {key: chosen[key] if value is None else value for key, value in typed.items()}
+    return config.model_copy(update={"backend": b.model_copy(update=shares)})
+
+
+def job_gpu_split(config: RunConfig, manifests: Manifests) -> RunConfig:
+    """with_gpu_split for the card this process got (torch's device 0, as `preflight` reads it) and the launcher's
+    processes (WORLD_SIZE, FSDP when accelerate launch says so); ConfigError when a share is null and no CUDA
+    device is here to size it."""
+    b = config.backend
+    if not needs_gpu_split(config):
+        return config
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            f"run {config.run_id}",
+            "backend.rollout_gpu_fraction / backend.teacher_gpu_fraction",
+            f"{b.rollout_gpu_fraction} / {b.teacher_gpu_fraction}: null is fit.py's split of the job's GPU, and "
+            "torch sees no CUDA device here",
+            "a share of the card for each engine, or run it on a GPU node",
+        )
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    fsdp = os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
+    return with_gpu_split(config, manifests, torch.cuda.get_device_properties(0).total_memory, world, fsdp)
 
 
 def split_note(
@@ -329,10 +399,8 @@ def require_trainer_fits(
         raise FitError(
             f"run {config.run_id}: the trainer of {label} ({route}: {describe_trainer(trainer)}) beside its engines "
             f"({shares:.2f} of the card) needs {need / GIB:.1f} GiB > a {gpu_bytes / GIB:.0f} GiB GPU (our estimate: "
-            "gropd/model/fit.py). Train it sharded over a node's GPUs: accelerate launch --config_file "
-            f"experiments/launch/eight_gpu_fsdp.yaml -m gropd.cli run {config.run_id} --profile {config.profile} "
-            f"(or sbatch experiments/launch/slurm_run.sbatch {config.run_id}), or lower the engines' shares "
-            "(backend.rollout_gpu_fraction, backend.teacher_gpu_fraction)."
+            f"gropd/model/fit.py). {FSDP_ROUTE.format(run_id=config.run_id, profile=config.profile)}, or lower the "
+            "engines' shares (backend.rollout_gpu_fraction, backend.teacher_gpu_fraction)."
         )
 
 

@@ -46,10 +46,12 @@ from gropd.model.components import (
     pairing_roles,
     teacher_wait_s,
 )
+from gropd.model.fit import GIB, Architecture, run_trainer_memory
 from gropd.model.rollout.base import require_sampler_logprobs, samples_a_copy
 from gropd.record import tracking
 from gropd.record.run_dir import RunDir, seal
 from gropd.record.run_lock import require_held
+from gropd.train.device_memory import held_gib
 from gropd.train.prompts import PromptSampler, load_prompt_pool
 from gropd.train.step import StepContext, assign_prompts, print_progress, step_seed, train_step
 from gropd.train.tied_weights import tied_weights_saved_quietly
@@ -177,6 +179,7 @@ def build_context(
     optimizer, scheduler = make_optimizer(config, model, fused=accelerator.device.type == "cuda")
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     own_copy = samples_a_copy(config.backend.rollout, config.backend.dtype, accelerator.num_processes)
+    before_engines = held_gib(accelerator.device)
     engine = build_rollout(
         config,
         student,
@@ -190,6 +193,7 @@ def build_context(
     )
     require_sampler_logprobs(config.backend, accelerator.num_processes)
     scorer = build_teacher(config, teacher, accelerator.device, tokenizer.pad_token_id)
+    engines_gib = None if before_engines is None else held_gib(accelerator.device) - before_engines
     instruction = config.prompt.instruction
     teacher_mode = teacher.mode if render == "own" else student.mode
     ctx = StepContext(
@@ -207,9 +211,22 @@ def build_context(
         dump_dir=dump_dir,
         method=method(config.method) if config.method else None,
         constant_c=config.constant.c,
+        engines_gib=engines_gib,
+        trainer_gib=trainer_estimate_gib(config, accelerator, accelerator.unwrap_model(model).config.to_dict()),
     )
     pool = load_prompt_pool(config.train.prompts.source, config.profile, manifests)
     return ctx, PromptSampler(pool, config.seed)
+
+
+def trainer_estimate_gib(config: RunConfig, accelerator: Accelerator, model_config: dict[str, Any]) -> float | None:
+    """gropd/model/fit.py's trainer memory for this run's shapes (`model_config`: the student's config.json as
+    loaded), processes and precision, in GiB, as the plan checks it (fused AdamW on CUDA); None off CUDA."""
+    if accelerator.device.type != "cuda":
+        return None
+    arch = Architecture.of(model_config)
+    fsdp = accelerator.is_fsdp2
+    shards = accelerator.num_processes if fsdp else 1
+    return run_trainer_memory(arch, config, shards, fsdp, fused=True).need / GIB
 
 
 def local_questions(sampler: PromptSampler, config: RunConfig, step: int, accelerator: Accelerator) -> list[Question]:

@@ -48,13 +48,14 @@ from gropd.credit import (
     trajectory_scores,
     without_format_tokens,
 )
-from gropd.loss import clipped_policy_loss, full_kl_loss
+from gropd.loss import clipped_policy_loss, full_kl_loss, truncated_is_weights
 from gropd.model.forward_batches import even_out, no_grad_logprobs, plan_forwards
 from gropd.model.logprobs import PackedBatch, logprob_score, pack, reverse_kl_score, rows_scores
 from gropd.model.rollout.base import RolloutBatch, RolloutEngine, SamplingSettings
 from gropd.model.teacher.base import TeacherScorer
 from gropd.train.correlation import pearson, spearman
 from gropd.train.device_memory import memory_metrics, phase_peak_gib
+from gropd.train.rank_balance import balanced_minibatch
 from gropd.train.world import rank_share
 
 
@@ -77,6 +78,7 @@ class Rollout:
     sampler_gap: float | None = None  # Σ |recompute − sampler| over response tokens, where both exist
     forwards: int | None = None  # this rank's planned forwards of the π_S,old recompute (before even_out)
     teacher_hidden: torch.Tensor | None = None  # [B, T, H_T]: the teacher's full distribution (method fullkl)
+    is_weights: torch.Tensor | None = None  # [B, T]: truncated importance weights (train.tis_cap), else None
 
 
 @dataclass
@@ -97,6 +99,8 @@ class StepContext:
     dump_dir: Path | None = None  # where dump_steps' tensors go (dump_path: batches/step_<N>_rank<R>.pt)
     method: Method | None = None  # the run's method record (gropd/credit.py); None: a scoring pass, no update
     constant_c: float | None = None  # c of a first_batch_c method: config.constant.c, or set from the first batch
+    engines_gib: float | None = None  # device memory the engines hold once built; trainer_gib: fit.py's estimate
+    trainer_gib: float | None = None  # (both None off CUDA: gropd/train/device_memory.py)
 
     def busiest(self, count: int) -> int:
         """The largest `count` over the data-parallel ranks (every rank calls it: a collective)."""
@@ -167,6 +171,9 @@ def collect_rollout(
     if method is not None and method.rule is not None:
         advantages, stats = token_advantages(method.name, f, mask, credit_settings(config, ctx.constant_c))
     scores = trajectory_scores(f, mask, config.gropd.gamma)
+    is_weights = None  # train.tis_cap: π_S,old (recomputed) against the sampler's own log-probs (gropd/loss.py)
+    if (cap := config.train.tis_cap) is not None:
+        is_weights = truncated_is_weights(logp_old, rows_tensor(batch.sampler_logprobs, width, device), mask, cap)
     seconds = {"rollout": t1 - t0, "teacher": t2 - t1, "credit": time.perf_counter() - t2}
     return Rollout(
         questions=questions,
@@ -184,6 +191,7 @@ def collect_rollout(
         sampler_gap=gap,
         forwards=forwards,
         teacher_hidden=teacher_hidden,
+        is_weights=is_weights,
     )
 
 
@@ -281,33 +289,36 @@ def accumulate_gradient(
 
 def update_policy(ctx: StepContext, config: RunConfig, rollout: Rollout) -> dict[str, float]:
     """Clipped updates (or, for fullkl, exact-KL updates) over minibatches (consecutive local rows; see
-    assign_prompts), with gradient accumulation over the minibatch's forwards (plan_forwards: at most
-    per_device_batch responses and backend.max_tokens_per_forward packed tokens each, as many on every rank:
-    even_out)."""
+    assign_prompts; dealt again across ranks by tokens with train.balance_ranks), with gradient accumulation over the
+    minibatch's forwards (plan_forwards: at most per_device_batch responses, unless train.dynamic_batch, and
+    backend.max_tokens_per_forward packed tokens each, as many on every rank: even_out)."""
     t, b = config.train, config.backend
-    prompts, responses = rollout.batch.prompt_ids, rollout.batch.response_ids
-    B = len(responses)
+    B = len(rollout.batch.response_ids)
     local_minibatch = rank_share(t, ctx.accelerator.num_processes).minibatch
     sums: dict[str, list[float]] = {"loss": [], "grad_norm": []}
     ctx.model.train()
     for start in range(0, B, local_minibatch):
-        minibatch = list(range(start, min(start + local_minibatch, B)))
+        minibatch, rows_of = list(range(start, min(start + local_minibatch, B))), rollout
+        if t.balance_ranks:  # the minibatch's rows dealt to the ranks by tokens (gropd/train/rank_balance.py)
+            rows_of = balanced_minibatch(ctx.accelerator, rollout, minibatch, ctx.pad_id)
+            minibatch = list(range(len(rows_of.batch.response_ids)))
+        prompts, responses = rows_of.batch.prompt_ids, rows_of.batch.response_ids
         local = [
             [minibatch[i] for i in rows]
             for rows in plan_forwards(
                 [prompts[r] for r in minibatch],
                 [responses[r] for r in minibatch],
                 b.max_tokens_per_forward,
-                t.per_device_batch,
+                None if t.dynamic_batch else t.per_device_batch,  # dynamic: the token budget alone
                 b.share_prompt_forward,
             )
         ]
         planned = even_out(local, ctx.busiest(len(local)))
-        total = _minibatch_total(minibatch, rollout.packed.response_lengths, t.agg, ctx.accelerator)
+        total = _minibatch_total(minibatch, rows_of.packed.response_lengths, t.agg, ctx.accelerator)
         pending: dict[str, list[torch.Tensor]] = {}  # this minibatch's numbers, read once it is done
         for micro, rows in enumerate(planned):
             with ctx.sync_gradients(last=micro == len(planned) - 1):
-                loss, stats = accumulate_gradient(ctx, config, rollout, rows or [minibatch[0]], total, bool(rows))
+                loss, stats = accumulate_gradient(ctx, config, rows_of, rows or [minibatch[0]], total, bool(rows))
             if rows:
                 for key, value in {**stats, "loss": loss}.items():
                     pending.setdefault(key, []).append(value.detach())
@@ -347,6 +358,7 @@ def _micro_batch_loss(
         t.clip_low,
         t.clip_high,
         t.agg,
+        None if rollout.is_weights is None else rollout.is_weights[index, :width],
     )
 
 
@@ -422,7 +434,7 @@ def train_step(ctx: StepContext, config: RunConfig, questions: list[Question], s
         "time_rollout_s": rollout.seconds["rollout"],
         "time_teacher_s": rollout.seconds["teacher"],
         "time_update_s": t1 - t0 + rollout.seconds["credit"],
-        **memory_metrics(peaks_gib),
+        **memory_metrics(peaks_gib, ctx.engines_gib, ctx.trainer_gib),
     }
     return {key: (None if isinstance(v, float) and math.isnan(v) else v) for key, v in record.items()}
 

