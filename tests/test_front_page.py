@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gropd.report import build
-from gropd.report.front_page import BLOCKS, main, marker, replaced
+from gropd.report import build, front_page
+from gropd.report.front_page import BLOCKS, blocks, main, marker, replaced
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "results" / "reference"
@@ -31,6 +31,8 @@ def test_readme_is_a_front_page_not_a_notebook() -> None:
 
 
 def test_a_changed_committed_number_fails_the_check_until_the_readme_is_rebuilt(tmp_path, monkeypatch, capsys):
+    """One Macro of a committed run's eval/summary.json changed in a scratch copy: `--check` fails naming the block,
+    `--write` rebuilds it, and the rebuilt README equals what the changed results give (one build, for the cost)."""
     monkeypatch.chdir(REPO)
     results, readme = tmp_path / "results", tmp_path / "README.md"
     shutil.copytree(REFERENCE, results)
@@ -39,10 +41,13 @@ def test_a_changed_committed_number_fails_the_check_until_the_readme_is_rebuilt(
     record = json.loads(summary.read_text())
     record["macro"] += 0.5
     summary.write_text(json.dumps(record))
+    fresh = blocks(results)
+    monkeypatch.setattr(front_page, "blocks", lambda _results: fresh)
     assert main(["--check", "--results", str(results), "--readme", str(readme)]) == 1
     assert "block 'results' differs from a fresh build" in capsys.readouterr().out
     assert main(["--write", "--results", str(results), "--readme", str(readme)]) == 0
     assert main(["--check", "--results", str(results), "--readme", str(readme)]) == 0
+    assert readme.read_text() != (REPO / "README.md").read_text()
 
 
 def test_a_block_is_replaced_between_its_markers_only() -> None:
