@@ -61,12 +61,12 @@ def require_results(ev: Evidence, artefact: Artefact) -> None:
     where = root / ev.profile
     problem = f"no finished run of grid {', '.join(artefact.grids)} in {where}"
     problem = f"{root} is a file" if root.is_file() else f"{where} does not exist" if not where.is_dir() else problem
-    expected = f"finished runs: run `./reproduce.sh {target} --profile {ev.profile}`, or read committed ones with "
+    expected = f"finished runs: run `./reproduce.sh {target} --profile {ev.profile}`, or read the committed tiny runs "
     raise ConfigError(
         str(root if root.is_file() else where),
         "--results",
         f"{problem}: {artefact.name} has nothing to show; nothing was written",
-        expected + "`--results results/reference`",
+        expected + "with `--results results/reference` (`./reproduce.sh report` does when you have none)",
     )
 
 
