@@ -166,6 +166,11 @@ def claim_problems(page: Page, out: Path) -> list[str]:
     return problems + ([] if page.verdicts == verdicts else [f"verdicts {page.verdicts} != claims.md {verdicts}"])
 
 
+def in_checkout(link: str) -> bool:
+    """A link from paper_figures/<profile>/ to a file of the repository (the glossary): ../../<path>, which exists."""
+    return link.startswith("../../") and (Path(__file__).resolve().parents[1] / link[len("../../") :]).is_file()
+
+
 def page_problems(text: str, out: Path) -> list[str]:
     """Everything wrong with the page `text` published in `out`; [] when it is right."""
     page, files = Page(text), {p.name for p in out.iterdir()}
@@ -178,7 +183,7 @@ def page_problems(text: str, out: Path) -> list[str]:
             problems.append(f"<{tag} {name}={value!r}> loads from outside")
         elif value.startswith("#") and value[1:] not in page.ids:
             problems.append(f"<{tag} {name}={value!r}>: no such id")
-        elif not value.startswith("#") and value not in files:
+        elif not value.startswith("#") and value not in files and not in_checkout(value):
             problems.append(f"<{tag} {name}={value!r}>: no such file in the set")
     imports = [s for s in page.styles if re.search(r"@import|url\(\s*['\"]?\s*([a-z]+:|//)", s, re.IGNORECASE)]
     problems += [f"style loads from outside: {s.strip()[:60]!r}" for s in imports]

@@ -61,6 +61,9 @@ nav a { margin-right: 1rem; }
 """
 
 
+GLOSSARY = "../../docs/glossary.md"  # from paper_figures/<profile>/, where the page is published
+
+
 def esc(value: object) -> str:
     return html.escape(str(value))
 
@@ -230,6 +233,7 @@ def document(ev: Evidence, artefacts: list[Artefact], stamp: str) -> str:
     )
     statistics = CONVENTION + (f" {UNPAIRED}" if claims else "")
     parts.append(f'<p class="meta"><strong>Statistics.</strong> {inline(statistics)}</p>')
+    parts.append(f'<p class="meta">The terms this page uses: <a href="{GLOSSARY}">{GLOSSARY}</a>.</p>')
     shown = [("claims", "Claims", claims), ("figures", "Figures", drawings), ("tables", "Tables", tables)]
     shown += [("claims-detail", "Each claim", claims), ("provenance", "Provenance", artefacts)]
     parts.append("<nav>" + "".join(f'<a href="#{i}">{title}</a>' for i, title, some in shown if some) + "</nav>")
