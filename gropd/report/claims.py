@@ -7,6 +7,7 @@ reads it, described otherwise; the page adjusts the registered family by Holm an
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -18,12 +19,13 @@ from gropd.config import ConfigError
 from gropd.credit import METHODS
 from gropd.report import verdicts
 from gropd.report.evidence import Evidence, Run, Setting, num
-from gropd.report.families import ALPHA, DESCRIBED, REGISTERED, Comparison, Families
+from gropd.report.families import ALPHA, DESCRIBED, REGISTERED, Comparison, Families, pvalue
 from gropd.report.formats import Cell, missing_block, pipe_table
 from gropd.report.publish import Artefact
+from gropd.report.registered import first_started, seeds_of, set_after
 from gropd.report.settings import ClaimSettings
 from gropd.report.stats import CONVENTION, MIN_SEEDS, UNPAIRED, Interval, gap_share, lift, paired, stats, welch
-from gropd.report.verdicts import NOT_TESTED, PREFERRED_SEEDS, REPRODUCED, Verdict, comparison
+from gropd.report.verdicts import NOT_TESTED, PREFERRED_SEEDS, REPRODUCED, Thresholds, Verdict, comparison
 
 Row = list[str | Comparison]  # a Comparison cell becomes three on the page: the interval, its family, its p
 
@@ -90,6 +92,18 @@ def family(read: bool) -> str:
     return REGISTERED if read else DESCRIBED
 
 
+def limits(ev: Evidence) -> Thresholds:
+    """The thresholds and the reading near them that ev's registration holds in force (ev.first: as first
+    registered)."""
+    reading = ev.registration.reading(ev.first).reading
+    return Thresholds(**ev.registration.values(ev.first), undecided=reading == "within_one_se")
+
+
+def test(ev: Evidence, claim: ClaimSettings) -> str:
+    """The test the registration names for the claim's rule (in force, or as first registered)."""
+    return ev.registration.test(claim.rule, ev.first).test
+
+
 def untrained(ev: Evidence, side: dict[str, Any], grids: list[str]) -> Setting | None:
     """The registered evaluation setting of a pairing's side (its model before OPD, in its mode) in `grids` (every
     grid's when none): its seeds are evaluations at as many evaluation seeds (gropd/runs/evaluation.py)."""
@@ -137,13 +151,15 @@ def distillation_rule(ev: Evidence, claim: ClaimSettings) -> Section:
             pre, (record["student"], record["teacher"])
         )
         values, collapsed, miss = macros(ev, s)
-        gain = lift(values, student)
         means = [statistics.fmean(x) if x else None for x in (student, teacher)]
+        if test(ev, claim) == "one_evaluation":  # as first registered: the baselines' means, their spread not carried
+            student, teacher = ([m] if m is not None else [] for m in means)
+        gain = lift(values, student)
         sides = [ref for ref in (student_ref, teacher_ref) if ref]
-        verdict = broken(s, *sides) or verdicts.distillation(*means, gain, collapsed)
-        cells[cell := f"{ev.title(s.pairing)}, {s.label}"] = verdict
         known = values and None not in means and means[0] != means[1]
         share = gap_share(list(values.values()), student, teacher) if known else None
+        verdict = broken(s, *sides) or verdicts.distillation(*means, gain, collapsed, limits(ev), share)
+        cells[cell := f"{ev.title(s.pairing)}, {s.label}"] = verdict
         identity = ("Macro", f"{ev.title(s.pairing)}: {s.label}", "the student before OPD")
         read = verdict.outcome != NOT_TESTED and not collapsed  # (a collapsed seed fails it unread)
         row = [student_text, teacher_text, text(values, collapsed), Comparison(identity, gain, family(read))]
@@ -199,8 +215,8 @@ def beats_rule(ev: Evidence, claim: ClaimSettings) -> Section:
         interval = paired(a, b)
         verdict = broken(first, second) or verdicts.beats(interval, (len(a), len(b)), (a_collapsed, b_collapsed), names)
         call = "not used: a collapse decides" if a_collapsed or b_collapsed else None  # (verdicts.beats' order)
-        if verdict.outcome == REPRODUCED and b_collapsed:
-            verdict, against = by_collapse(ev, first, a, verdict, names[0])
+        if verdict.outcome == REPRODUCED:
+            verdict, against = useful(ev, first, a, verdict, names, alone=bool(b_collapsed))
             stated += [against] if against else []
         cells[title := ev.title(first.pairing)] = verdict
         identity = ("Macro", f"{title}: {first.label}", f"{title}: {second.label}")
@@ -217,25 +233,33 @@ def beats_rule(ev: Evidence, claim: ClaimSettings) -> Section:
     return Section([(intro, header, rows)], cells, runs, lines, stated, deciding)
 
 
-def by_collapse(
-    ev: Evidence, winner: Setting, values: dict[int, float], verdict: Verdict, name: str
+def useful(
+    ev: Evidence, winner: Setting, values: dict[int, float], verdict: Verdict, names: tuple[str, str], alone: bool
 ) -> tuple[Verdict, Comparison | None]:
-    """A cell reproduced only because the other setting collapsed: its reason says so, and whether the winner ended
-    above the untrained student (its pairing's student before OPD; the difference stats.lift, described)."""
-    title, student = ev.title(winner.pairing), ev.manifests.pairings[winner.pairing]["student"]
+    """A 'better' cell set against the untrained student (its pairing's student before OPD): Welch's interval of the
+    winner's Macro against the student's evaluations (stats.lift, described); 'better than <second>, below the
+    untrained student' where it ended below. `alone`: reproduced by the other setting's collapse alone."""
+    name, title = names[0], ev.title(winner.pairing)
+    student = ev.manifests.pairings[winner.pairing]["student"]
     before = untrained(ev, student, [])
     reference = list(macros(ev, before)[0].values()) if before else []
+    route = ": reproduced by the collapse alone" if alone else ""
     if not values or not reference:
-        why = f"reproduced by the collapse alone (no pre-OPD evaluation of the student to set {name} against)"
-        return Verdict(verdict.outcome, f"{verdict.reason}: {why}", verdict.fragile), None
+        why = f"no pre-OPD evaluation of the student to set {name} against"
+        return Verdict(verdict.outcome, f"{verdict.reason}{route} ({why})", verdict.fragile), None
     interval = lift(values, reference)
     mine, theirs = statistics.fmean(values.values()), statistics.fmean(reference)
-    side = "above" if mine > theirs else "below" if mine < theirs else "level with"
     said = comparison(interval, (name, "the untrained student"))
+    if interval.call < 0:
+        useful_text = f"better than {names[1]}, below the untrained student"
+    elif interval.call > 0:
+        useful_text = f"better than {names[1]} and above the untrained student"
+    else:
+        useful_text = f"better than {names[1]}, not resolved against the untrained student"
     reason = (
-        f"{verdict.reason}: reproduced by the collapse alone; {name}'s mean Macro {mine:.2f} ended {side} the "
-        f"untrained student's {theirs:.2f} ({student['model']}, {student['mode']}, before OPD; {name} − the untrained "
-        f"student: {interval.text()}, {said}; described)"
+        f"{verdict.reason}{route}; {useful_text}: {name}'s mean Macro {mine:.2f} against the untrained student's "
+        f"{theirs:.2f} ({student['model']}, {student['mode']}, before OPD; {name} − the untrained student: "
+        f"{interval.text()}, {said}; described)"
     )
     identity = ("Macro", f"{title}: {winner.label}", "the student before OPD")
     return Verdict(verdict.outcome, reason, verdict.fragile), Comparison(identity, interval, DESCRIBED)
@@ -250,7 +274,7 @@ def contrast_section(
 ) -> Section:
     """Claims 3–5: in each group (name, bad, good), the bad settings unstable and the good ones stable; beside the
     verdict, every two of the group's settings compared in final Macro, paired by seed (round 5's rule, described)."""
-    rows, cells, lines, runs, contrasts = [], {}, [], [], []
+    rows, cells, lines, runs, contrasts, limit = [], {}, [], [], [], limits(ev)
     for name, bad, good in groups:
         for first, second in combinations(bad + good, 2):
             interval = paired(macros(ev, first)[0], macros(ev, second)[0])
@@ -261,12 +285,13 @@ def contrast_section(
         for s in bad + good:
             trends, miss = s.collect(lambda run: run.trend())
             finals = s.collect(lambda run: run.final(list(ev.suites)))[0]
-            flags[s.label] = [bool(verdicts.unstable(t)) for t in trends.values()]
-            near[s.label] = [verdicts.borderline(t) for t in trends.values()]
+            flags[s.label] = [bool(verdicts.unstable(t, limit)) for t in trends.values()]
+            near[s.label] = [verdicts.borderline(t, limit) for t in trends.values()]
             for seed, run in s.seeds().items():
                 t = trends.get(seed)
                 cap = f" (cap {t.cap})" if t and t.cap else ""
-                why = "—" if t is None else "; ".join(verdicts.unstable(t)) or "stable"
+                why = "—" if t is None else "; ".join(verdicts.unstable(t, limit)) or "stable"
+                why += f" ({far})" if t is not None and (far := verdicts.distances(t, limit)) else ""
                 final = f"{finals[seed].macro:.2f}" if seed in finals else "—"
                 shown = [arrow(t and t.length, 1) + cap, arrow(t and t.reward, 3), arrow(t and t.pearson, 2)]
                 rows.append([ev.title(s.pairing), s.label, str(seed), run.state, *shown, final, why])
@@ -278,7 +303,7 @@ def contrast_section(
         near_by_name = {bad_name: [reason for s in bad for reason in near[s.label]]} | {
             s.label: near[s.label] for s in good
         }
-        verdict = broken(*bad, *good) or verdicts.contrast(bad_flags, good_flags, bad_name, near_by_name)
+        verdict = broken(*bad, *good) or verdicts.contrast(bad_flags, good_flags, bad_name, limit, near_by_name)
         cells[name] = verdict
         lines += lacking(ev, claim, bad + good) if verdict.outcome == NOT_TESTED else []
     header = ["pairing", "setting", "seed", "state", "length, first → last 10%", "reward, first → last 10%"]
@@ -321,8 +346,10 @@ def pressure_rule(ev: Evidence, claim: ClaimSettings) -> Section:
         pattern = "matched" if ev.matched(s.pairing) else "cross-pattern"
         rows.append([ev.title(s.pairing), pattern, s.label, text(medians[id(s)])])
     cells, pairs, names, deciding = {}, [], ("cross-pattern", "matched"), {}
+    unpaired = test(ev, claim) != "paired"  # as first registered: paired by seed
     for c, m in product(*([s for s in settings if ev.matched(s.pairing) == side] for side in (False, True))):
-        interval = welch(list(medians[id(c)].values()), list(medians[id(m)].values()))
+        a, b = medians[id(c)], medians[id(m)]
+        interval = welch(list(a.values()), list(b.values())) if unpaired else paired(a, b)
         name = f"{ev.title(c.pairing)} λ={num(c.knob('lam'))} vs {ev.title(m.pairing)} λ={num(m.knob('lam'))}"
         judged = verdicts.above(interval, names)
         identity = (
@@ -350,7 +377,7 @@ RULE_FUNCTIONS = {
     "distillation": distillation_rule,
     "beats": beats_rule,
     "unstable_vs_stable": unstable_rule,
-    "large_lambda_unstable": lambda ev, c: knob_rule(ev, c, "lam", "gamma", lambda lam: lam >= verdicts.LARGE_LAMBDA),
+    "large_lambda_unstable": lambda ev, c: knob_rule(ev, c, "lam", "gamma", lambda lam: lam >= limits(ev).large_lambda),
     "gamma_one_unstable": lambda ev, c: knob_rule(ev, c, "gamma", "lam", lambda gamma: gamma >= 1.0),
     "cross_pressure_above_matched": pressure_rule,
 }
@@ -359,13 +386,14 @@ RULE_FUNCTIONS = {
 def wording(ev: Evidence, name: str, key: str, compare: list[dict[str, Any]] = ()) -> str:
     """The wording of rule `name` (report.yaml `rules`), its {thresholds}, {first} and {second} filled in."""
     try:
-        unstable = ev.report.rules.get("unstable", "").format(**verdicts.THRESHOLDS)
+        values = verdicts.wording_values(limits(ev))
+        unstable = ev.report.rules.get("unstable", "").format(**values)
         first, second = (*map(describe, compare), "", "")[:2]
-        return ev.report.rules[name].format(**verdicts.THRESHOLDS, unstable=unstable, first=first, second=second)
+        return ev.report.rules[name].format(**values, unstable=unstable, first=first, second=second)
     except KeyError as err:
         problem = f"no wording for rule {name!r} in `rules`, or it names {err}, not a threshold"
         raise ConfigError(
-            str(ev.experiments_dir / "report.yaml"), key, problem, ", ".join(verdicts.THRESHOLDS)
+            str(ev.experiments_dir / "report.yaml"), key, problem, ", ".join(verdicts.wording_values(limits(ev)))
         ) from None
 
 
@@ -414,21 +442,25 @@ class Claims:
     family_table: tuple[list[str], list[list[str]]]
 
 
-def multiplicity(families: Families, called: int, standing: int) -> str:
-    """The page's paragraph on its comparisons: the two families, how many each holds, Holm's rule."""
+def multiplicity(ev: Evidence, families: Families, called: int, standing: int) -> str:
+    """The page's paragraph on its comparisons: the two families, how many each holds, Holm's rule and when the
+    family was registered."""
+    rule, first = ev.registration.family_rule(), ev.registration.family_rule(first=True)
     return (
-        f"Every difference on this page is in one of two families. **Registered** ({families.m} comparisons): the "
-        "differences a verdict reads, by rules experiments/report.yaml and experiments/TINY.md fixed before the runs. "
-        "Their p-values (two-sided, of the t test behind the interval shown) are adjusted by Holm–Bonferroni over the "
-        "whole family: sorted p(1) ≤ … ≤ p(m), the i-th adjusted p is the largest over j ≤ i of min(1, (m − j + 1) · "
-        f"p(j)); a difference is resolved after Holm when its adjusted p < {ALPHA:g}. The verdicts are the registered "
-        "rules', read from the unadjusted 95% intervals; the column 'after Holm' says which reproduced verdict would "
-        "not survive the adjustment (it only widens: a verdict not reproduced stands; '—': no interval decides it): "
-        f"of the {called} registered differences whose interval excludes 0, {standing} stay resolved after Holm. "
+        f"Every difference on this page is in one of two families. **Registered** ({families.m} members, a number "
+        f"experiments/registration.yaml fixes, written down {rule.stamp}: set after the runs; as first registered, "
+        f"{first.stamp}, no adjustment: the verdict column): per claim the cells its registration names, each by the "
+        "difference its verdict reads, or, where a collapse decides the cell or it is not tested, by its rule's "
+        "outcome (resolved: p 0; not: p 1); a difference two claims read counts once. Their p-values (two-sided, of "
+        "the t test behind the interval shown) are adjusted by Holm–Bonferroni over the whole family: sorted p(1) ≤ "
+        "… ≤ p(m), the i-th adjusted p is the largest over j ≤ i of min(1, (m − j + 1) · p(j)); a difference is "
+        f"resolved after Holm when its adjusted p < {ALPHA:g}. The verdicts are the registered rules', read from the "
+        "unadjusted 95% intervals; the column 'after Holm' says which reproduced verdict would not survive the "
+        "adjustment (it only widens: a verdict not reproduced stands; '—': no interval decides it): of the "
+        f"{called} registered differences whose interval excludes 0, {standing} stay resolved after Holm. "
         f"**Described** ({families.k} comparisons): differences shown beside a verdict that no rule reads (the paired "
-        "final Macro beside an instability verdict, a cell a collapse decides, a winner against the untrained "
-        "student); their p is not adjusted and they are not claims. A difference two claims read counts once; an "
-        "interval with one seed a side has no p and is in no count."
+        "final Macro beside an instability verdict, a 'better' setting against the untrained student); their p is "
+        "not adjusted and they are not claims. An interval with one seed a side has no p (as a member: not resolved)."
     )
 
 
@@ -460,7 +492,8 @@ def judge(ev: Evidence) -> Claims:
             raise ConfigError(where, f"claims[{index}].rule", repr(claim.rule), f"one of {', '.join(RULE_FUNCTIONS)}")
         rule = wording(ev, claim.rule, f"claims[{index}].rule", claim.compare)
         sections.append((claim, rule, RULE_FUNCTIONS[claim.rule](ev, claim)))
-    families = Families.of([c for _, _, section in sections for c in section.comparisons])
+    members, unmatched = family_members(ev, sections)
+    families = Families.of([c for _, _, section in sections for c in section.comparisons], members)
     judged = []
     for claim, rule, section in sections:
         verdict, tables = verdicts.combine(section.cells), [(i, *expand(h, r, families)) for i, h, r in section.tables]
@@ -477,9 +510,54 @@ def judge(ev: Evidence) -> Claims:
         standing += bool(c.interval and c.interval.call and adjusted is not None and adjusted < ALPHA)
         shown = [c.text(), families.p(c), families.holm(c), families.after_holm(c)]
         rows.append([c.name, ", ".join(readers[identity]), *shown])
+    for identity, p in members:
+        if identity[0] == CELL:
+            adjusted = families.adjusted[identity]
+            outcome = "decided by its rule without an interval: " + ("resolved" if p == 0 else "not resolved")
+            after = "resolved" if adjusted < ALPHA else "not resolved"
+            shown = [outcome, f"{p:g} (the rule's)", "0" if adjusted == 0 else pvalue(adjusted), after]
+            rows.append([f"claim {identity[1]}, {identity[2]}", identity[1], *shown])
     header = ["registered comparison", "claims", "difference [95% t]", "p", f"Holm p (m = {families.m})", "after Holm"]
     common = wording(ev, "common", "rules.common")
-    return Claims(judged, common, families, multiplicity(families, called, standing), (header, rows))
+    text = multiplicity(ev, families, called, standing) + "".join(f" {line}" for line in unmatched)
+    return Claims(judged, common, families, text, (header, rows))
+
+
+CELL = "cell"  # a family member that is a cell its rule decides without an interval (a collapse, not tested)
+
+
+def family_members(
+    ev: Evidence, sections: list[tuple[ClaimSettings, str, Section]]
+) -> tuple[list[tuple[tuple[str, ...], float | None]], list[str]]:
+    """The registered family's members in page order, each (identity, p): per claim, as many of its cells as
+    experiments/registration.yaml names (`claims.<key>.members`), a cell an interval decides by that comparison (p:
+    its own, None), a cell its rule decides otherwise by its outcome (reproduced: p 0, resolved; else p 1); a
+    comparison another claim counted is not counted again. Where a claim has fewer cells than registered, the
+    missing members count as not resolved (p 1); a line says so, and where it has more."""
+    members: list[tuple[tuple[str, ...], float | None]] = []
+    lines, seen = [], set()
+    for index, (claim, _, section) in enumerate(sections):
+        registered = ev.registration.claims.get(claim.key)
+        if registered is None:
+            where = str(ev.experiments_dir / "registration.yaml")
+            raise ConfigError(where, f"claims.{claim.key}", "missing", f"an entry for report.yaml's claims[{index}]")
+        found = []
+        for name, verdict in section.cells.items():
+            if (c := section.deciding.get(name)) is not None:
+                found += [(c.identity, None)] if c.identity not in seen else []
+            else:
+                found.append(((CELL, claim.key, name), 0.0 if verdict.outcome == REPRODUCED else 1.0))
+            seen |= {found[-1][0]} if found else set()
+        if registered.members == 0:
+            continue
+        if len(found) != registered.members:
+            lines.append(
+                f"Claim {claim.key} has {len(found)} cells where the registration names {registered.members} members"
+                + (": the missing count as not resolved." if len(found) < registered.members else ": all counted.")
+            )
+        found += [((CELL, claim.key, f"member {i + 1} (no cell)"), 1.0) for i in range(len(found), registered.members)]
+        members += found
+    return members, lines
 
 
 def anchor(key: str) -> str:
@@ -487,15 +565,73 @@ def anchor(key: str) -> str:
     return f'<a id="claim-{key}"></a>'
 
 
+def cells_differ(a: Judged, b: Judged) -> bool:
+    """Whether two judgements of a claim read differently: its verdict or a cell's outcome."""
+    outcomes = lambda j: {name: v.outcome for name, v in j.section.cells.items()}  # noqa: E731
+    return a.verdict.outcome != b.verdict.outcome or outcomes(a) != outcomes(b)
+
+
+def registration_lines(ev: Evidence, j: Judged, every: Judged, first: Judged) -> tuple[list[str], list[str], str]:
+    """A claim's registration paragraph, its 'all seeds' line where extra seeds read otherwise, and the summary's
+    'set after the runs' cell ('' where nothing is)."""
+    registered = ev.registration.claims[j.claim.key]
+    after = set_after(ev, j.claim.key, j.claim.rule, j.section.runs)
+    lines = [
+        f"**Registration** (experiments/registration.yaml). Comparisons: {registered.comparisons} "
+        f"({registered.members} of the family's {ev.registration.size()} members); first written {registered.stamp}. "
+        f"The first run it reads began {first_started(j.section.runs)}. Seeds: the registered ones decide."
+    ]
+    mark = ""
+    if after:
+        by_first = f"{first.verdict.outcome} — {first.verdict.reason}"
+        lines[0] += f" **Set after the runs:** {'; '.join(after)}. By the rule as first registered: {by_first}."
+        mark = f"set after the runs ({'; '.join(after)}); as first registered: {first.verdict.outcome}"
+    apart = []
+    if cells_differ(j, every):
+        apart = [f"**All seeds** (the extra seeds included): {every.verdict.outcome} — {every.verdict.reason}."]
+        apart += [f"- {name}: {v.outcome} — {v.reason}" for name, v in every.section.cells.items()]
+    return lines, apart, mark
+
+
+def summary(judged: list[Judged], every: dict[str, Judged], marks: dict[str, str]) -> list[dict[str, Any]]:
+    """claims.json: per claim, what README's results block needs: its key, the statement judged (its title), the
+    paper's sentence, the twin's finding in one line (the verdict's reason), the verdict at the registered seeds and
+    at all seeds, the seed counts, the registration mark, and the page's anchor."""
+    return [
+        {
+            "claim": j.claim.key,
+            "statement": j.claim.title,
+            "paper": j.claim.paper,
+            "finding": j.verdict.reason,
+            "verdict": j.verdict.outcome,
+            "verdict_all_seeds": every[j.claim.key].verdict.outcome,
+            "after_holm": j.after_holm,
+            "n": seeds_of(j.section),
+            "set_after_the_runs": marks[j.claim.key],
+            "anchor": f"claims.md#claim-{j.claim.key}",
+        }
+        for j in judged
+    ]
+
+
 def claims(ev: Evidence) -> Artefact:
     """claims.md: a summary of verdicts, the comparisons' families, then per claim the paper's sentence, the rule,
-    the evidence, the verdict."""
-    page = judge(ev)
+    the registration, the evidence, the verdict; claims.json: the summary (`summary`). The registered seeds decide
+    (experiments/registration.yaml); all seeds and the rules as first registered are judged too, shown apart."""
+    page = judge(ev.variant(registered_seeds=True))
+    every = {j.claim.key: j for j in judge(ev).judged}
+    first = {j.claim.key: j for j in judge(ev.variant(registered_seeds=True, first=True)).judged}
+    shown = {j.claim.key: registration_lines(ev, j, every[j.claim.key], first[j.claim.key]) for j in page.judged}
     lines = [f"# The paper's claims on the {ev.profile} profile", ""]
     lines += [
         f"Built from `{ev.profile_results}/` alone (reports never train). Every number comes from a run named under "
-        "it; the paper's sentences are quoted from experiments/report.yaml. A verdict is **reproduced**, **not "
-        "reproduced** (with the reason) or **not tested** (with the runs that would test it, under Missing).",
+        "it; the paper's sentences are quoted from experiments/report.yaml, the rules' numbers, tests, seeds and "
+        "family from experiments/registration.yaml with the commit and date that first wrote each down. A verdict is "
+        "**reproduced**, **not reproduced** (with the reason), **undecided at this n** (a threshold decision within "
+        "one standard error decides it) or **not tested** (with the runs that would test it, under Missing). The "
+        "registered seeds decide; where the extra seeds read otherwise, both are shown. A rule in force that was "
+        "written after the first run it reads began is marked **set after the runs**, with the verdict by the rule "
+        "as first registered.",
         "",
         f"**Statistics.** {CONVENTION} {UNPAIRED}",
         "",
@@ -504,22 +640,35 @@ def claims(ev: Evidence) -> Artefact:
         f"**Every rule.** {page.common}",
         "",
     ]
-    rows = [[j.name, j.verdict.outcome, j.verdict.reason, j.after_holm] for j in page.judged]
-    lines += pipe_table([*SUMMARY, f"after Holm (m = {page.families.m})"], [[Cell(x) for x in row] for row in rows])
+    rows = [
+        [j.name, j.verdict.outcome, j.verdict.reason, j.after_holm, every[j.claim.key].verdict.outcome]
+        + [shown[j.claim.key][2] or "—"]
+        for j in page.judged
+    ]
+    header = [*SUMMARY, f"after Holm (m = {page.families.m})", "all seeds", "set after the runs"]
+    lines += pipe_table(header, [[Cell(x) for x in row] for row in rows])
     header, family_rows = page.family_table
     lines += ["", "**The registered family.**", ""] + pipe_table(header, [Cell.texts(*row) for row in family_rows])
     for j in page.judged:
+        registration, apart, _ = shown[j.claim.key]
         lines += ["", anchor(j.claim.key), "", f"## {j.name}", "", f"**The paper.** {j.claim.paper}"]
-        lines += ["", f"**Rule.** {j.rule}"]
+        lines += ["", f"**Rule.** {j.rule}", "", *registration]
         lines += ["", "**Evidence.**", ""]
         for intro, header, table_rows in j.tables:
             lines += [intro, ""] + pipe_table(header, [[Cell(c) for c in row] for row in table_rows]) + [""]
         lines += [f"- {name}: {v.outcome} — {v.reason}" for name, v in j.section.cells.items()]
         lines += ["", f"**Verdict: {j.verdict.outcome}** — {j.verdict.reason}.", ""]
+        lines += [*apart, ""] if apart else []
         lines += missing_block(j.missing)
-    runs = [run for j in page.judged for run in j.section.runs]
+    runs = [run for j in page.judged for run in j.section.runs] + [r for j in every.values() for r in j.section.runs]
+    runs = list({id(run): run for run in runs}.values())
     missing = list(dict.fromkeys(line for j in page.judged for line in j.section.missing))
     grids = tuple(dict.fromkeys(g for c in ev.report.claims for g in c.grids))
-    manifests = [f"grids/{g}.yaml" for g in grids] + ["pairings.yaml", "suites.yaml", "train.yaml", "report.yaml"]
-    files = {"claims.md": "\n".join(lines) + "\n"}
+    manifests = [f"grids/{g}.yaml" for g in grids]
+    manifests += ["pairings.yaml", "suites.yaml", "train.yaml", "report.yaml", "registration.yaml"]
+    marks = {key: mark for key, (_, _, mark) in shown.items()}
+    files = {
+        "claims.md": "\n".join(lines) + "\n",
+        "claims.json": json.dumps(summary(page.judged, every, marks), indent=2, ensure_ascii=False) + "\n",
+    }
     return Artefact("claims", files, runs, missing, manifests, grids, content=page)
