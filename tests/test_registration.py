@@ -18,12 +18,12 @@ from gropd.report.registration import load_registration
 from gropd.report.stats import t_interval
 
 T1 = "I4nothink→I1.7nothink"
-BEFORE = "2026-12-05T20:00:00+00:00"  # the fixture runs' start
+BEFORE = "2026-12-06T01:00:00+00:00"  # the fixture runs' start: after the plan of table6's seeds 1–2
 
 
 def test_every_registered_commit_and_date_is_the_historys() -> None:
-    """Each version's commit exists in this checkout's history with the date written beside it (a shallow clone
-    without the commit skips)."""
+    """Each version's commit exists in this checkout's history with the date written beside it (a shallow clone,
+    which may lack it, skips; a commit missing from a full history fails)."""
     registration = load_registration(REPO / "experiments")
     versions = [v for history in registration.thresholds.values() for v in history]
     versions += [v for history in registration.tests.values() for v in history]
@@ -32,15 +32,18 @@ def test_every_registered_commit_and_date_is_the_historys() -> None:
     for commit in {v.commit for v in versions}:
         found = subprocess.run(["git", "log", "-1", "--format=%cI", commit], cwd=REPO, capture_output=True, text=True)
         if found.returncode != 0:
-            pytest.skip(f"commit {commit} not in this checkout's history (a shallow clone?)")
+            shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=REPO, capture_output=True)
+            if shallow.stdout.strip() == b"true":
+                pytest.skip(f"commit {commit} not in this shallow clone's history")
+            pytest.fail(f"experiments/registration.yaml names commit {commit}, not in the history")
         dates[commit] = datetime.fromisoformat(found.stdout.strip())
     wrong = [(v.commit, v.date.isoformat(), dates[v.commit].isoformat()) for v in versions if v.date != dates[v.commit]]
     assert wrong == []
 
 
 def distillation_world(root):
-    """Pre-OPD student 9, 10, 11 and teacher 39, 40, 41 (three evaluations each); GR-OPD 25, 26, 27: lift 16 of the
-    gap 30, share 0.53 (tests/test_report_claims.py); every run started at BEFORE."""
+    """Pre-OPD student 9, 10, 11 and teacher 39, 40, 41 (three evaluations each); GR-OPD and vanilla OPD 25, 26, 27:
+    lift 16 of the gap 30, share 0.53 (tests/test_report_claims.py); every run started at BEFORE."""
     table6 = {
         "kind": "eval",
         "seeds": [0, 1, 2],
@@ -51,6 +54,7 @@ def distillation_world(root):
     scored(root, "table6__I1.7-nothink", [9.0, 10.0, 11.0], **started)
     scored(root, "table6__I4-nothink", [39.0, 40.0, 41.0], **started)
     scored(root, f"table1__{P1}__gropd", [25.0, 26.0, 27.0], **started)
+    scored(root, f"table1__{P1}__opd", [25.0, 26.0, 27.0], **started)
     return root
 
 
@@ -91,7 +95,7 @@ def test_registered_seeds_decide_and_extra_seeds_are_shown_apart(tmp_path) -> No
     plan = {"grid": "table1", "pairings": "matched", "commit": "abcdef1", "why": "test"}
     registration["seeds"] = [
         {**plan, "seeds": [0, 1], "date": "2026-12-01T00:00:00+00:00"},
-        {**plan, "seeds": [2, 3], "date": "2026-12-06T00:00:00+00:00"},
+        {**plan, "seeds": [2, 3], "date": "2026-12-06T02:00:00+00:00"},
     ]
     dump(path, registration)
     started = {"fields": {"started": BEFORE}}
