@@ -203,7 +203,7 @@ def built(tmp_path_factory) -> Path:
 def test_the_page_equals_the_files_it_sits_beside(built):
     text = (built / "index.html").read_text()
     assert page_problems(text, built) == []
-    assert text.count("<svg") == 2 + 3  # fig3a, fig3b, and again in claims 4 (lambda), 5 (gamma), 6 (table1, lambda)
+    assert text.count("<svg") == 2 + 2  # fig3a, fig3b, and again in claims 4 (lambda), 5 (gamma); 6 reads table1 alone
     assert f"results read from <code>{built.parent / 'results' / 'tiny'}/</code>" in text
     assert re.search(r'<p class="stamp">Built \d{4}-\d\d-\d\dT[^<]+ from code (git [0-9a-f]{40}|gropd-repro )', text)
     assert '<p class="stamp">' not in unstamped(text)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from itertools import combinations, product
 from typing import Any
@@ -431,6 +431,24 @@ class Judged:
 
 
 @dataclass(frozen=True)
+class Registered:
+    """What the registration says of a judged claim: its paragraph, the lines of its verdict at all seeds where the
+    extra seeds read otherwise (none: they do not), its verdict at all seeds and its 'set after the runs' mark ('')."""
+
+    lines: list[str]
+    apart: list[str]
+    all_seeds: str
+    mark: str
+
+    def columns(self) -> list[str]:
+        """The summary table's last two cells: the verdict at all seeds, the mark ('—' where none)."""
+        return [self.all_seeds, self.mark or "—"]
+
+
+REGISTERED_COLUMNS = ["all seeds", "set after the runs"]
+
+
+@dataclass(frozen=True)
 class Claims:
     """What the claims page shows: every claim judged, in page order, the wording every rule shares, the families of
     its comparisons, and the paragraph and table (header, rows) that state them."""
@@ -440,6 +458,7 @@ class Claims:
     families: Families
     multiplicity: str
     family_table: tuple[list[str], list[list[str]]]
+    registered: dict[str, Registered] = field(default_factory=dict)  # per claim key (claims(): the page's)
 
 
 def multiplicity(ev: Evidence, families: Families, called: int, standing: int) -> str:
@@ -571,8 +590,8 @@ def cells_differ(a: Judged, b: Judged) -> bool:
     return a.verdict.outcome != b.verdict.outcome or outcomes(a) != outcomes(b)
 
 
-def registration_lines(ev: Evidence, j: Judged, every: Judged, first: Judged) -> tuple[list[str], list[str], str]:
-    """A claim's registration paragraph, its 'all seeds' line where extra seeds read otherwise, and the summary's
+def registration_lines(ev: Evidence, j: Judged, every: Judged, first: Judged) -> Registered:
+    """A claim's registration paragraph, its 'all seeds' lines where extra seeds read otherwise, and the summary's
     'set after the runs' cell ('' where nothing is)."""
     registered = ev.registration.claims[j.claim.key]
     after = set_after(ev, j.claim.key, j.claim.rule, j.section.runs)
@@ -590,10 +609,10 @@ def registration_lines(ev: Evidence, j: Judged, every: Judged, first: Judged) ->
     if cells_differ(j, every):
         apart = [f"**All seeds** (the extra seeds included): {every.verdict.outcome} — {every.verdict.reason}."]
         apart += [f"- {name}: {v.outcome} — {v.reason}" for name, v in every.section.cells.items()]
-    return lines, apart, mark
+    return Registered(lines, apart, every.verdict.outcome, mark)
 
 
-def summary(judged: list[Judged], every: dict[str, Judged], marks: dict[str, str]) -> list[dict[str, Any]]:
+def summary(page: Claims) -> list[dict[str, Any]]:
     """claims.json: per claim, what README's results block needs: its key, the statement judged (its title), the
     paper's sentence, the twin's finding in one line (the verdict's reason), the verdict at the registered seeds and
     at all seeds, the seed counts, the registration mark, and the page's anchor."""
@@ -604,13 +623,13 @@ def summary(judged: list[Judged], every: dict[str, Judged], marks: dict[str, str
             "paper": j.claim.paper,
             "finding": j.verdict.reason,
             "verdict": j.verdict.outcome,
-            "verdict_all_seeds": every[j.claim.key].verdict.outcome,
+            "verdict_all_seeds": page.registered[j.claim.key].all_seeds,
             "after_holm": j.after_holm,
             "n": seeds_of(j.section),
-            "set_after_the_runs": marks[j.claim.key],
+            "set_after_the_runs": page.registered[j.claim.key].mark,
             "anchor": f"claims.md#claim-{j.claim.key}",
         }
-        for j in judged
+        for j in page.judged
     ]
 
 
@@ -622,6 +641,7 @@ def claims(ev: Evidence) -> Artefact:
     every = {j.claim.key: j for j in judge(ev).judged}
     first = {j.claim.key: j for j in judge(ev.variant(registered_seeds=True, first=True)).judged}
     shown = {j.claim.key: registration_lines(ev, j, every[j.claim.key], first[j.claim.key]) for j in page.judged}
+    page = replace(page, registered=shown)
     lines = [f"# The paper's claims on the {ev.profile} profile", ""]
     lines += [
         f"Built from `{ev.profile_results}/` alone (reports never train). Every number comes from a run named under "
@@ -641,16 +661,14 @@ def claims(ev: Evidence) -> Artefact:
         "",
     ]
     rows = [
-        [j.name, j.verdict.outcome, j.verdict.reason, j.after_holm, every[j.claim.key].verdict.outcome]
-        + [shown[j.claim.key][2] or "—"]
-        for j in page.judged
+        [j.name, j.verdict.outcome, j.verdict.reason, j.after_holm, *shown[j.claim.key].columns()] for j in page.judged
     ]
-    header = [*SUMMARY, f"after Holm (m = {page.families.m})", "all seeds", "set after the runs"]
+    header = [*SUMMARY, f"after Holm (m = {page.families.m})", *REGISTERED_COLUMNS]
     lines += pipe_table(header, [[Cell(x) for x in row] for row in rows])
     header, family_rows = page.family_table
     lines += ["", "**The registered family.**", ""] + pipe_table(header, [Cell.texts(*row) for row in family_rows])
     for j in page.judged:
-        registration, apart, _ = shown[j.claim.key]
+        registration, apart = shown[j.claim.key].lines, shown[j.claim.key].apart
         lines += ["", anchor(j.claim.key), "", f"## {j.name}", "", f"**The paper.** {j.claim.paper}"]
         lines += ["", f"**Rule.** {j.rule}", "", *registration]
         lines += ["", "**Evidence.**", ""]
@@ -666,9 +684,8 @@ def claims(ev: Evidence) -> Artefact:
     grids = tuple(dict.fromkeys(g for c in ev.report.claims for g in c.grids))
     manifests = [f"grids/{g}.yaml" for g in grids]
     manifests += ["pairings.yaml", "suites.yaml", "train.yaml", "report.yaml", "registration.yaml"]
-    marks = {key: mark for key, (_, _, mark) in shown.items()}
     files = {
         "claims.md": "\n".join(lines) + "\n",
-        "claims.json": json.dumps(summary(page.judged, every, marks), indent=2, ensure_ascii=False) + "\n",
+        "claims.json": json.dumps(summary(page), indent=2, ensure_ascii=False) + "\n",
     }
     return Artefact("claims", files, runs, missing, manifests, grids, content=page)

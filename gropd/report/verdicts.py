@@ -76,7 +76,8 @@ def distillation(
     if collapsed:
         return Verdict(NOT_REPRODUCED, f"{collapsed} of {seeds} seeds collapsed")
     assert lift is not None  # too_few saw at least MIN_SEEDS seeds, none collapsed
-    text = f"lift {lift.text()} ({away(lift)}) = {lift.mean / gap:.2f} of the gap {gap:.2f}"
+    far = f" ({away(lift)})" if away(lift) else ""
+    text = f"lift {lift.text()}{far} = {lift.mean / gap:.2f} of the gap {gap:.2f}"
     fraction = limits.lift_fraction
     distance = share.distance(fraction) if share else None
     side = "above" if distance is not None and distance >= 0 else "below"
@@ -102,9 +103,10 @@ def needed(distance: float, n: int, unit: str) -> str:
 
 
 def away(interval: Interval, threshold: float = 0.0) -> str:
-    """'2.3 se from 0': how many standard errors an estimate sits from the threshold its decision reads."""
+    """'2.3 se from 0': how many standard errors an estimate sits from the threshold its decision reads ('' without
+    a standard error: one value a side)."""
     distance = interval.distance(threshold)
-    return "no se" if distance is None else f"{abs(distance):.1f} se from {threshold:g}"
+    return "" if distance is None else f"{abs(distance):.1f} se from {threshold:g}"
 
 
 def beats(interval: Interval | None, seeds: tuple[int, int], collapsed: tuple[int, int], names: tuple) -> Verdict:
@@ -136,8 +138,9 @@ def above(interval: Interval | None, names: tuple[str, str]) -> Verdict:
 def comparison(interval: Interval, names: tuple[str, str]) -> str:
     """'<a> better (3.1 se from 0)', '<b> better (…)' or 'no difference resolved at N seeds (0.4 se from 0; resolvable:
     ±X at 80% power)' (unpaired: 'at A vs B seeds'): the size of "no difference" is stats.Interval.resolvable."""
+    far = f" ({away(interval)})" if away(interval) else ""
     if interval.call:
-        return f"{names[0 if interval.call > 0 else 1]} better ({away(interval)})"
+        return f"{names[0 if interval.call > 0 else 1]} better{far}"
     size = (
         f"{interval.sizes[0]} vs {interval.sizes[1]} seeds"
         if interval.sizes is not None
@@ -189,8 +192,8 @@ def distances(trend: Trend, limits: Thresholds) -> str:
     parts = []
     for name, ratio, error, threshold in ratios(trend, limits):
         side = "above" if ratio >= threshold else "below"
-        far = f"{abs(ratio - threshold) / error:.1f} se" if error else "no se"
-        parts.append(f"{name} {ratio:.2f}, {far} {side} {threshold:g}")
+        far = f", {abs(ratio - threshold) / error:.1f} se" if error else ""
+        parts.append(f"{name} {ratio:.2f}{far} {side} {threshold:g}")
     return "; ".join(parts)
 
 
