@@ -478,3 +478,42 @@ def test_a_verdict_within_one_standard_error_of_its_threshold_is_marked_fragile(
     assert near_bad.fragile == "" and near_bad == plain
     summary = combine({"A": near_good, "B": plain})
     assert summary.outcome == "not reproduced" and summary.reason == "not reproduced in A, B (**fragile** in A)"
+
+
+def test_a_share_of_the_gap_within_one_standard_error_of_its_fraction_is_undecided_at_this_n():
+    """Student 9, 10, 11, teacher 39, 40, 41 (gap 30); trained 19.5, 20.5, 21.5: lift 10.5, Welch se √(2/3) = 0.8165
+    (12.9 se from 0, half-width 2.776445 x 0.8165 = 2.27); share 0.35 with the delta method's se √((1/30)² / 3 +
+    (10.5/900)² / 3 + (19.5/900)² / 3) = 0.02392: (0.35 − 1/3) / 0.02392 = 0.70 se above a third, within one: undecided
+    at this n; 3 / 0.6967² = 6.2, so about 7 seeds a group would put it one standard error away. As first registered
+    (the fragile mark): reproduced, marked fragile."""
+    from gropd.report.stats import gap_share
+
+    trained, student, teacher = [19.5, 20.5, 21.5], [9.0, 10.0, 11.0], [39.0, 40.0, 41.0]
+    gain, share = lift(dict(enumerate(trained)), student), gap_share(trained, student, teacher)
+    why = "the share of the gap within one standard error of 0.33; about 7 seeds would put it one standard error "
+    why += "away (now 3)"
+    text = "lift +10.50 [+8.23, +12.77] (n=3 vs 3, Welch) (12.9 se from 0) = 0.35 of the gap 30.00 (0.7 se above 0.33)"
+    assert distillation(10.0, 40.0, gain, 0, LIMITS, share) == Verdict(
+        "undecided at this n", f"undecided at this n: {text} ({why})", why
+    )
+    first = distillation(10.0, 40.0, gain, 0, replace(LIMITS, undecided=False), share)
+    assert (first.outcome, first.reason) == ("reproduced", f"{text} (**fragile**, {why})")
+
+
+def test_better_than_opd_below_the_untrained_student(tmp_path):
+    """I4think→B1.7: GR-OPD 20, 21, 22 against vanilla OPD 10, 12, 11: differences 10, 9, 11, GR-OPD better; the
+    untrained student (B1.7, three evaluations) 30, 31, 32: GR-OPD − the student −10, Welch se √(2/3), df 4:
+    [−10 ± 2.776445 x 0.8165] = [−12.27, −7.73], the untrained student better: 'better than vanilla OPD, below the
+    untrained student'."""
+    table6 = {"kind": "eval", "seeds": [0], "include": [{"model": "B1.7", "mode": "default"}]}
+    write_experiments(tmp_path, grids={**ONLY, "table1": table1_grid(P3), "table6": table6})
+    scored(tmp_path, "table6__B1.7-default", [30.0, 31.0, 32.0])
+    scored(tmp_path, f"table1__{P3}__gropd", [20.0, 21.0, 22.0])
+    scored(tmp_path, f"table1__{P3}__opd", [10.0, 12.0, 11.0])
+    reason = bullets(section(tmp_path, "1"))[T3]
+    assert reason.startswith("reproduced — GR-OPD better (")
+    assert "; better than vanilla OPD, below the untrained student: GR-OPD's mean Macro 21.00 against the " in reason
+    assert (
+        "GR-OPD − the untrained student: -10.00 [-12.27, -7.73] (n=3 vs 3, Welch), the untrained student better"
+        in reason
+    )

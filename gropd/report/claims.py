@@ -615,7 +615,8 @@ def registration_lines(ev: Evidence, j: Judged, every: Judged, first: Judged) ->
 def summary(page: Claims) -> list[dict[str, Any]]:
     """claims.json: per claim, what README's results block needs: its key, the statement judged (its title), the
     paper's sentence, the twin's finding in one line (the verdict's reason), the verdict at the registered seeds and
-    at all seeds, the seed counts, the registration mark, and the page's anchor."""
+    at all seeds, after Holm, the seed counts of the settings it reads, each cell's verdict, the registration mark
+    and the page's anchor."""
     return [
         {
             "claim": j.claim.key,
@@ -626,6 +627,7 @@ def summary(page: Claims) -> list[dict[str, Any]]:
             "verdict_all_seeds": page.registered[j.claim.key].all_seeds,
             "after_holm": j.after_holm,
             "n": seeds_of(j.section),
+            "cells": [{"cell": name, "verdict": v.outcome} for name, v in j.section.cells.items()],
             "set_after_the_runs": page.registered[j.claim.key].mark,
             "anchor": f"claims.md#claim-{j.claim.key}",
         }

@@ -96,10 +96,11 @@ def distillation(
 
 def needed(distance: float, n: int, unit: str) -> str:
     """The n at which an estimate `distance` standard errors from its threshold, its standard error falling as
-    1/√n, would sit one standard error away: n · (1 / distance)², 'about N <unit> would decide it (now n)'."""
+    1/√n, would sit one standard error away: n · (1 / distance)², 'about N <unit> would put it one standard error
+    away (now n)'."""
     if distance == 0:
         return f"no n decides it (on the threshold, now {n} {unit})"
-    return f"about {math.ceil(n / distance**2)} {unit} would decide it (now {n})"
+    return f"about {math.ceil(n / distance**2)} {unit} would put it one standard error away (now {n})"
 
 
 def away(interval: Interval, threshold: float = 0.0) -> str:
@@ -204,7 +205,8 @@ def borderline(trend: Trend, limits: Thresholds) -> str:
     found = []
     for name, ratio, error, threshold in ratios(trend, limits):
         if abs(ratio - threshold) < error:
-            window = f"; {needed((ratio - threshold) / error, trend.window, 'steps a window')}" if trend.window else ""
+            distance = (ratio - threshold) / error
+            window = f"; {needed(distance, trend.window, 'logged steps a window')}" if trend.window else ""
             found.append(f"{name} {ratio:.2f} ± {error:.2f} against {threshold:g}{window}")
     return "; ".join(found)
 
@@ -260,8 +262,8 @@ def combine(verdicts: dict[str, Verdict]) -> Verdict:
 
 
 def _marked(verdict: Verdict, deciding: dict[str, Verdict]) -> Verdict:
-    """`verdict`, marked fragile when a cell that decides it is."""
-    if not (fragile := [name for name, cell in deciding.items() if cell.fragile]):
+    """`verdict`, marked fragile when a cell that decides it is (an undecided cell says so itself: no mark)."""
+    if not (fragile := [name for name, cell in deciding.items() if cell.fragile and cell.outcome != UNDECIDED]):
         return verdict
     return Verdict(verdict.outcome, f"{verdict.reason} (**fragile** in {', '.join(fragile)})", "fragile")
 
