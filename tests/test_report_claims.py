@@ -484,14 +484,14 @@ def test_a_share_of_the_gap_within_one_standard_error_of_its_fraction_is_undecid
     """Student 9, 10, 11, teacher 39, 40, 41 (gap 30); trained 19.5, 20.5, 21.5: lift 10.5, Welch se √(2/3) = 0.8165
     (12.9 se from 0, half-width 2.776445 x 0.8165 = 2.27); share 0.35 with the delta method's se √((1/30)² / 3 +
     (10.5/900)² / 3 + (19.5/900)² / 3) = 0.02392: (0.35 − 1/3) / 0.02392 = 0.70 se above a third, within one: undecided
-    at this n; 3 / 0.6967² = 6.2, so about 7 seeds a group would put it one standard error away. As first registered
+    at this n; 3 / 0.6967² = 6.2, so about 7 runs a group would put it one standard error away. As first registered
     (the fragile mark): reproduced, marked fragile."""
     from gropd.report.stats import gap_share
 
     trained, student, teacher = [19.5, 20.5, 21.5], [9.0, 10.0, 11.0], [39.0, 40.0, 41.0]
     gain, share = lift(dict(enumerate(trained)), student), gap_share(trained, student, teacher)
-    why = "the share of the gap within one standard error of 0.33; about 7 seeds would put it one standard error "
-    why += "away (now 3)"
+    why = "the share of the gap within one standard error of 0.33; about 7 runs in each group (trained seeds, "
+    why += "evaluations) would put it one standard error away (now 3)"
     text = "lift +10.50 [+8.23, +12.77] (n=3 vs 3, Welch) (12.9 se from 0) = 0.35 of the gap 30.00 (0.7 se above 0.33)"
     assert distillation(10.0, 40.0, gain, 0, LIMITS, share) == Verdict(
         "undecided at this n", f"undecided at this n: {text} ({why})", why

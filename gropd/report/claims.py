@@ -439,6 +439,7 @@ class Registered:
     apart: list[str]
     all_seeds: str
     mark: str
+    after_holm_all_seeds: str = "—"
 
     def columns(self) -> list[str]:
         """The summary table's last two cells: the verdict at all seeds, the mark ('—' where none)."""
@@ -585,9 +586,9 @@ def anchor(key: str) -> str:
 
 
 def cells_differ(a: Judged, b: Judged) -> bool:
-    """Whether two judgements of a claim read differently: its verdict or a cell's outcome."""
+    """Whether two judgements of a claim read differently: its verdict, its reading after Holm or a cell's outcome."""
     outcomes = lambda j: {name: v.outcome for name, v in j.section.cells.items()}  # noqa: E731
-    return a.verdict.outcome != b.verdict.outcome or outcomes(a) != outcomes(b)
+    return a.verdict.outcome != b.verdict.outcome or a.after_holm != b.after_holm or outcomes(a) != outcomes(b)
 
 
 def registration_lines(ev: Evidence, j: Judged, every: Judged, first: Judged) -> Registered:
@@ -607,9 +608,12 @@ def registration_lines(ev: Evidence, j: Judged, every: Judged, first: Judged) ->
         mark = f"set after the runs ({'; '.join(after)}); as first registered: {first.verdict.outcome}"
     apart = []
     if cells_differ(j, every):
-        apart = [f"**All seeds** (the extra seeds included): {every.verdict.outcome} — {every.verdict.reason}."]
+        apart = [
+            f"**All seeds** (the extra seeds included): {every.verdict.outcome} — {every.verdict.reason}; after Holm "
+            f"(the family at all seeds): {every.after_holm}."
+        ]
         apart += [f"- {name}: {v.outcome} — {v.reason}" for name, v in every.section.cells.items()]
-    return Registered(lines, apart, every.verdict.outcome, mark)
+    return Registered(lines, apart, every.verdict.outcome, mark, every.after_holm)
 
 
 def summary(page: Claims) -> list[dict[str, Any]]:
@@ -626,6 +630,7 @@ def summary(page: Claims) -> list[dict[str, Any]]:
             "verdict": j.verdict.outcome,
             "verdict_all_seeds": page.registered[j.claim.key].all_seeds,
             "after_holm": j.after_holm,
+            "after_holm_all_seeds": page.registered[j.claim.key].after_holm_all_seeds,
             "n": seeds_of(j.section),
             "cells": [{"cell": name, "verdict": v.outcome} for name, v in j.section.cells.items()],
             "set_after_the_runs": page.registered[j.claim.key].mark,

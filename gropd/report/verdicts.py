@@ -88,7 +88,8 @@ def distillation(
         verdict = Verdict(NOT_REPRODUCED, f"{text}, needs ≥ {fraction:.2g} and > 0")
     if distance is None or abs(distance) >= 1 or (verdict.outcome == NOT_REPRODUCED and lift.call <= 0):
         return verdict
-    why = f"the share of the gap within one standard error of {fraction:.2g}; {needed(distance, share.n, 'seeds')}"
+    why = f"the share of the gap within one standard error of {fraction:.2g}; "
+    why += needed(distance, share.n, "runs in each group (trained seeds, evaluations)")
     if limits.undecided:
         return Verdict(UNDECIDED, f"{UNDECIDED}: {verdict.reason} ({why})", why)
     return Verdict(verdict.outcome, f"{verdict.reason} (**fragile**, {why})", why)
