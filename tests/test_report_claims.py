@@ -517,3 +517,16 @@ def test_better_than_opd_below_the_untrained_student(tmp_path):
         "GR-OPD − the untrained student: -10.00 [-12.27, -7.73] (n=3 vs 3, Welch), the untrained student better"
         in reason
     )
+
+
+def test_a_difference_another_claim_reads_reversed_is_one_comparison(tmp_path):
+    """Claim 3's paired Macro beside its instability verdict, vanilla OPD − GR-OPD on I4think→B1.7, is claim 1's
+    registered GR-OPD − vanilla OPD reversed: shown as registered (Holm-adjusted), not counted again as described.
+    Every run's Macro is 20: differences 0, 0."""
+    write_cross(tmp_path, [0.1, 0.1], [0.3, 0.3])
+    page = claims(evidence(tmp_path)).files["claims.md"]
+    claim3 = page[page.index("## 3.") : page.index("## 4.")]
+    assert (
+        f"| {T3} | vanilla OPD − GR-OPD (λ=0, γ=0.99) | +0.00 [+0.00, +0.00] (n=2) | registered | p 1, Holm" in claim3
+    )
+    assert "**Described** (0 comparisons)" in page  # claim 3's two (I4think→B1.7, I32think→B1.7) are claim 1's

@@ -15,7 +15,7 @@ from typing import Any
 
 from gropd.config import ConfigError
 from gropd.report import verdicts
-from gropd.report.evidence import Evidence
+from gropd.report.evidence import Evidence, Run, began_at
 from gropd.report.families import ALPHA, REGISTERED, Comparison, Families, pvalue
 from gropd.report.formats import Cell, missing_block, pipe_table
 from gropd.report.publish import Artefact
@@ -54,7 +54,9 @@ def expand(header: list[str], rows: list[Row], families: Families) -> tuple[list
         header[i + 1 : i + 1] = ["family", f"p; Holm-adjusted p (registered, m = {families.m})"]
         for row in rows:
             cell = row[i]
-            shown = [cell.text(), cell.family, families.p_text(cell)] if isinstance(cell, Comparison) else None
+            shown = (
+                [cell.text(), families.family(cell), families.p_text(cell)] if isinstance(cell, Comparison) else None
+            )
             row[i : i + 1] = shown or [cell, "—", "—"]
     return header, rows
 
@@ -107,16 +109,18 @@ class Claims:
     registered: dict[str, Registered] = field(default_factory=dict)  # per claim key (claims(): the page's)
 
 
-def multiplicity(ev: Evidence, families: Families, called: int, standing: int) -> str:
+def multiplicity(ev: Evidence, families: Families, called: int, standing: int, runs: list[Run]) -> str:
     """The page's paragraph on its comparisons: the two families, how many each holds, Holm's rule and when the
-    family was registered."""
+    family was registered (against the first start of the runs the page reads)."""
     rule, first = ev.registration.family_rule(), ev.registration.family_rule(first=True)
+    began = began_at(runs)
+    when = "" if began is None else f": {'set after' if rule.date > began else 'before'} the runs"
     return (
         f"Every difference on this page is in one of two families. **Registered** ({families.m} members, a number "
-        f"experiments/registration.yaml fixes, written down {rule.stamp}: set after the runs; as first registered, "
-        f"{first.stamp}, no adjustment: the verdict column): per claim the cells its registration names, each by the "
-        "difference its verdict reads, or, where a collapse decides the cell or it is not tested, by its rule's "
-        "outcome (resolved: p 0; not: p 1); a difference two claims read counts once. Their p-values (two-sided, of "
+        f"experiments/registration.yaml fixes, written down {rule.stamp}{when}; as first registered, {first.stamp}, "
+        "no adjustment: the verdict column): per claim the cells its registration names, each by the difference its "
+        "verdict reads, or, where a collapse decides the cell or it is not tested, by its rule's outcome (resolved: p "
+        "0; not: p 1); a difference two claims read counts once (a − b and b − a alike). Their p-values (two-sided, of "
         "the t test behind the interval shown) are adjusted by Holm–Bonferroni over the whole family: sorted p(1) ≤ "
         "… ≤ p(m), the i-th adjusted p is the largest over j ≤ i of min(1, (m − j + 1) · p(j)); a difference is "
         f"resolved after Holm when its adjusted p < {ALPHA:g}. The verdicts are the registered rules', read from the "
@@ -184,7 +188,9 @@ def judge(ev: Evidence) -> Claims:
             rows.append([f"claim {identity[1]}, {identity[2]}", identity[1], *shown])
     header = ["registered comparison", "claims", "difference [95% t]", "p", f"Holm p (m = {families.m})", "after Holm"]
     common = wording(ev, "common", "rules.common")
-    text = multiplicity(ev, families, called, standing) + "".join(f" {line}" for line in unmatched)
+    text = multiplicity(
+        ev, families, called, standing, [run for _, _, section in sections for run in section.runs]
+    ) + "".join(f" {line}" for line in unmatched)
     return Claims(judged, common, families, text, (header, rows))
 
 

@@ -52,7 +52,8 @@ class Families:
         comparison's; a cell its rule decides without one: 0 when it is resolved, 1 when not; None: the
         comparison's own p)."""
         registered = {c.identity: c for c in comparisons if c.family == REGISTERED}
-        described = {c.identity: c for c in comparisons if c.family == DESCRIBED and c.identity not in registered}
+        counted = set(registered) | {reverse(i) for i in registered}  # a − b and b − a are one comparison
+        described = {c.identity: c for c in comparisons if c.family == DESCRIBED and c.identity not in counted}
         shown = {c.identity: c for c in comparisons}
         ps = [p if p is not None else (shown[i].interval.p if shown[i].interval else None) for i, p in members]
         ps = [1.0 if p is None else p for p in ps]  # (an infinite interval, one seed a side, resolves nothing)
@@ -74,9 +75,19 @@ class Families:
         interval = comparison.interval
         return "—" if interval is None or interval.p is None else pvalue(interval.p)
 
+    def adjusted_p(self, comparison: Comparison) -> float | None:
+        """Its Holm-adjusted p, as a − b or as b − a (None: outside the registered family)."""
+        found = self.adjusted.get(comparison.identity)
+        return self.adjusted.get(reverse(comparison.identity)) if found is None else found
+
+    def family(self, comparison: Comparison) -> str:
+        """REGISTERED where the comparison, or its reverse (b − a), is registered; else its own family."""
+        identities = (comparison.identity, reverse(comparison.identity))
+        return REGISTERED if any(i in self.registered for i in identities) else comparison.family
+
     def holm(self, comparison: Comparison) -> str:
         """Its Holm-adjusted p ('—' outside the registered family or without a p)."""
-        adjusted = self.adjusted.get(comparison.identity)
+        adjusted = self.adjusted_p(comparison)
         return "—" if adjusted is None else pvalue(adjusted)
 
     def p_text(self, comparison: Comparison) -> str:
@@ -88,8 +99,14 @@ class Families:
     def after_holm(self, comparison: Comparison) -> str:
         """'resolved' (adjusted p < ALPHA: the difference's sign stands after the adjustment), 'not resolved', or '—'
         (not in the registered family)."""
-        adjusted = self.adjusted.get(comparison.identity)
+        adjusted = self.adjusted_p(comparison)
         return "—" if adjusted is None else "resolved" if adjusted < ALPHA else "not resolved"
+
+
+def reverse(identity: tuple[str, ...]) -> tuple[str, ...]:
+    """The identity of b − a for a − b's (measure, a, b)."""
+    measure, a, b = identity
+    return (measure, b, a)
 
 
 def pvalue(p: float) -> str:

@@ -273,7 +273,7 @@ def contrast_section(
         for first, second in combinations(bad + good, 2):
             interval = paired(macros(ev, first)[0], macros(ev, second)[0])
             call = "—" if interval is None else comparison(interval, (first.label, second.label))
-            identity = ("final Macro", f"{name}: {first.label}", f"{name}: {second.label}")
+            identity = ("Macro", f"{name}: {first.label}", f"{name}: {second.label}")  # (claim 1's, reversed, is one)
             contrasts.append([name, f"{first.label} − {second.label}", Comparison(identity, interval, DESCRIBED), call])
         flags, near = {}, {}
         for s in bad + good:
