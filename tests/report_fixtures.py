@@ -53,7 +53,7 @@ def write_experiments(
     profile's train.steps is `steps` (a finished run's metric rows: RunDir.record_problem)."""
     exp = root / "experiments"
     exp.mkdir(parents=True)
-    for name in ("models.yaml", "pairings.yaml", "train.yaml"):
+    for name in ("models.yaml", "pairings.yaml", "train.yaml", "registration.yaml"):
         shutil.copy(REPO / "experiments" / name, exp / name)
     shutil.copytree(REPO / "experiments" / "profiles", exp / "profiles")
     tiny = exp / "profiles" / "tiny.yaml"

@@ -30,15 +30,25 @@ def world(root: Path, gropd: list[float]) -> Path:
 def test_a_cell_that_flips_is_named_with_both_numbers(tmp_path: Path, capsys) -> None:
     """Old: GR-OPD − OPD per seed 2, 1, 4: mean 2.33, std 1.528, half-width t(0.975, 2) 4.3027 x 1.528 / √3 = 3.79:
     [−1.46, +6.13], not resolved. New: 10, 11, 12: mean 11, std 1, half-width 2.48: [+8.52, +13.48], GR-OPD better.
-    Claims 1 and 2 read that one cell (one registered comparison); claim 1 (its only cell) turns reproduced."""
+    Claims 1 and 2 read that one cell (one registered comparison); claim 1 (its only cell) turns reproduced. The
+    distances: 2.33 / (1.528 / √3) = 2.6 and 11 / (1 / √3) = 19.1 standard errors from 0; the old difference
+    resolvable at 80% power (4.3027 + t(0.8, 2) 1.0607) x 0.882 = 4.73. After Holm over the registration's 28
+    members (26 not run here: p 1), the new p 0.0027 x 28 = 0.077 is not resolved."""
     old, new = world(tmp_path / "old", [12.0, 11.0, 14.0]), world(tmp_path / "new", [20.0, 21.0, 22.0])
     code = compare_claims.main([str(old / "results"), str(new / "results"), "--experiments", str(old / "experiments")])
     out = capsys.readouterr().out.splitlines()
-    before = "not reproduced — no difference resolved at 3 seeds: +2.33 [-1.46, +6.13] (n=3)"
-    after = "reproduced — GR-OPD better: +11.00 [+8.52, +13.48] (n=3)"
+    before = (
+        "not reproduced — no difference resolved at 3 seeds (2.6 se from 0; this design resolves ±4.73 at 80% power): "
+        "+2.33 [-1.46, +6.13] (n=3)"
+    )
+    after = (
+        "reproduced — GR-OPD better (19.1 se from 0): +11.00 [+8.52, +13.48] (n=3) (no pre-OPD evaluation of the "
+        "student to set GR-OPD against)"
+    )
     claim1 = out.index("claim 1. GR-OPD beats vanilla OPD in every pairing: not reproduced → reproduced")
-    assert out[claim1 + 1] == f"  {T1}: {before} → {after}"
-    assert f"  {T1}: {before} → {after}" in out[claim1 + 2 :]  # claim 2's cell, the same comparison
+    assert out[claim1 + 1] == f"  after Holm: stands → not reproduced: not resolved in {T1}"
+    assert out[claim1 + 2] == f"  {T1}: {before} → {after}"
+    assert f"  {T1}: {before} → {after}" in out[claim1 + 3 :]  # claim 2's cell, the same comparison
     assert out[-2:] == ["## Registered comparisons resolved on one side only", f"{COMPARISON}: +2.33 [-1.46, +6.13] "
                         "(n=3) → +11.00 [+8.52, +13.48] (n=3)"]  # fmt: skip
     assert code == 1
@@ -62,7 +72,7 @@ def test_a_comparison_is_listed_only_where_one_side_resolves_it() -> None:
 
     def page(**intervals: Interval | None) -> Claims:
         made = [Comparison(("Macro", name, "b"), interval, REGISTERED) for name, interval in intervals.items()]
-        return Claims([], "", Families.of(made), "", ([], []))
+        return Claims([], "", Families.of(made, [(c.identity, None) for c in made]), "", ([], []))
 
     unresolved, above = Interval(1.0, -1.0, 3.0, 3, p=0.3), Interval(2.0, 1.0, 3.0, 3, p=0.01)
     old = page(a=None, c=unresolved, d=above, e=above)

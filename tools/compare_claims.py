@@ -23,8 +23,10 @@ from gropd.report.verdicts import Verdict
 
 
 def judged(results: Path, profile: str, experiments: Path) -> Claims:
-    """The claims page's verdicts and families for results/<profile>/ under `experiments`."""
-    return judge(Evidence(profile, results, experiments, load_settings(experiments / "report.yaml")))
+    """The claims page's verdicts and families for results/<profile>/ under `experiments`, as the page decides them:
+    at the seeds experiments/registration.yaml registers."""
+    ev = Evidence(profile, results, experiments, load_settings(experiments / "report.yaml"))
+    return judge(ev.variant(registered_seeds=True))
 
 
 def changed_claims(old: Claims, new: Claims) -> list[str]:

@@ -7,6 +7,8 @@
     verdicts.py   the claims' rules   formats.py  Markdown, LaTeX, CSV   publish.py  all-or-nothing writing
     settings.py   experiments/report.yaml                                page.py     index.html
     families.py   the claims page's comparisons: registered (Holm-adjusted) and described
+    rules.py      the claims' rules (a Section of cells)   registration.py  experiments/registration.yaml
+    registered.py what the registration says of a claim: set after the runs, claims.json's seed counts
 
 `build(["table1", "fig3"], profile="tiny")` writes paper_figures/tiny/table1.{md,tex,csv}, fig3a.{png,pdf}, …
 and index.html, the page of the artefacts of that build (artefact `index`: every build has one, showing what it

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property, reduce
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from gropd.config.layering import dotted_to_nested, nested_to_dotted
 from gropd.credit import METHODS
 from gropd.horizon import horizon_grid
 from gropd.record.run_dir import DONE, RunDir
+from gropd.report.registration import Registration, load_registration
 from gropd.report.seed_dirs import seeds_on_disk
 from gropd.report.settings import ReportSettings
 from gropd.report.stats import Interval, paired
@@ -127,7 +129,7 @@ def score_comparisons(a: dict[int, Final], b: dict[int, Final], columns: int) ->
 @dataclass(frozen=True)
 class Trend:
     """A run's dynamics, (first, last) TREND_FRACTION means (None: not logged), its length cap and collapse step;
-    the standard errors of the length and reward means (first_last_errors; None: not known)."""
+    the standard errors of the length and reward means (first_last_errors; None: not known) and the windows' size."""
 
     length: tuple[float, float] | None
     reward: tuple[float, float] | None
@@ -136,6 +138,7 @@ class Trend:
     collapse_step: int | None
     length_error: tuple[float, float] | None = None
     reward_error: tuple[float, float] | None = None
+    window: int | None = None  # how many logged steps each TREND_FRACTION window holds (the reward's)
 
 
 @dataclass
@@ -205,6 +208,7 @@ class Run:
             collapse_step=(self.status or {}).get("collapse_step"),
             length_error=first_last_errors(self.metrics, "mean_response_len"),
             reward_error=first_last_errors(self.metrics, "verifier_reward"),
+            window=len(found[0]) if (found := windows(self.metrics, "verifier_reward")) else None,
         )
 
     def pressure(self) -> tuple[float, float] | str:
@@ -230,6 +234,20 @@ class Run:
         peak = curve["horizons"][int(np.argmax(curve["values"]))]
         shown = sorted(set(horizon_grid(curve["horizons"][-1], points)) | {peak})
         return {**curve, "shown": shown, "at": [at[h] for h in shown], "peak": (peak, at[peak])}
+
+
+def started(run: Run) -> datetime | None:
+    """When the run's first session began (status.json `started`, UTC; None: not recorded or not run)."""
+    value = (run.status or {}).get("started")
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def began_at(runs: list[Run]) -> datetime | None:
+    """The earliest start among `runs` (None: none recorded)."""
+    return min((t for run in runs if (t := started(run)) is not None), default=None)
 
 
 DYNAMICS = ("mean_response_len", "verifier_reward", "pearson_score_len")
@@ -345,15 +363,42 @@ class Evidence:
         self.manifests = load_manifests(experiments_dir)
         self.suites: dict[str, dict[str, Any]] = self.manifests.suites.get(profile) or {}
         self._runs: dict[str, list[Run]] = {}
+        self.registered_seeds = False  # True: only the seeds experiments/registration.yaml registered (variant)
+        self.first = False  # True: the registration's entries as first registered (variant)
 
     profile_results = property(lambda self: self.results_name / self.profile)
 
+    @cached_property
+    def registration(self) -> Registration:
+        """experiments/registration.yaml (read when a claim needs it: other artefacts do not)."""
+        return load_registration(self.experiments_dir)
+
+    def variant(self, registered_seeds: bool, first: bool = False) -> Evidence:
+        """The same runs (read once, shared), with only the registered seeds of each grid, and/or judged by the
+        registration's entries as first registered."""
+        other = Evidence.__new__(Evidence)
+        other.__dict__ |= {k: v for k, v in self.__dict__.items() if k != "all_settings"}
+        other.registered_seeds, other.first = registered_seeds, first
+        return other
+
     def runs(self, grid: str) -> list[Run]:
         """The grid's runs in grid order ([] for a grid experiments/ does not have), with extra seeds
-        (`--seeds N`) where results/ holds them."""
+        (`--seeds N`) where results/ holds them; of the registered seeds only in a `registered_seeds` variant."""
         if grid not in self._runs:
             self._runs[grid] = [] if grid not in grid_names(self.experiments_dir) else self._read(grid)
-        return self._runs[grid]
+        if not self.registered_seeds:
+            return self._runs[grid]
+        began = began_at(self._runs[grid])
+        return [
+            run
+            for run in self._runs[grid]
+            if (seeds := self.registration.registered_seeds(grid, self.matched_run(run), began)) is None
+            or run.seed in seeds
+        ]
+
+    def matched_run(self, run: Run) -> bool:
+        pairing = run.config.get("pairing") or run.entry.values.get("pairing")
+        return pairing not in self.manifests.pairings or self.matched(str(pairing))
 
     def _read(self, grid: str) -> list[Run]:
         spec = load_grid(grid, self.experiments_dir)

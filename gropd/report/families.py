@@ -1,6 +1,7 @@
 """The claims page's comparisons in two families (docs/DESIGN.md §7): *registered*, the differences a verdict rule
-reads (rules fixed in experiments/report.yaml and experiments/TINY.md before the runs), Holm–Bonferroni adjusted
-over the family; *described*, the differences shown beside a verdict that no rule reads, counted, not adjusted.
+reads, Holm–Bonferroni adjusted over the family experiments/registration.yaml fixes (a cell a collapse decides
+stays a member with its rule's outcome); *described*, the differences shown beside a verdict that no rule reads,
+counted, not adjusted.
 The same two settings compared in the same number under two claims (claims 1 and 2) are one comparison.
 """
 
@@ -37,25 +38,31 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Families:
-    """The comparisons of a page by family, each identity once, and the Holm-adjusted p of the registered ones
-    that have a p (an infinite interval, one seed a side, has none and is not in the family's m)."""
+    """The comparisons of a page by family, each identity once, and the Holm-adjusted p of the family's members
+    (experiments/registration.yaml fixes them: m does not move with outcomes)."""
 
     registered: dict[tuple[str, ...], Comparison]
     described: dict[tuple[str, ...], Comparison]
     adjusted: dict[tuple[str, ...], float]
 
     @staticmethod
-    def of(comparisons: list[Comparison]) -> Families:
-        """The families of `comparisons`, in the order given; one registered anywhere is registered."""
+    def of(comparisons: list[Comparison], members: list[tuple[tuple[str, ...], float | None]]) -> Families:
+        """The families of `comparisons`, in the order given (one registered anywhere is registered), Holm over
+        `members`: the family fixed in advance (experiments/registration.yaml), each an identity with its p (a
+        comparison's; a cell its rule decides without one: 0 when it is resolved, 1 when not; None: the
+        comparison's own p)."""
         registered = {c.identity: c for c in comparisons if c.family == REGISTERED}
-        described = {c.identity: c for c in comparisons if c.family == DESCRIBED and c.identity not in registered}
-        tested = [c for c in registered.values() if c.interval is not None and c.interval.p is not None]
-        adjusted = dict(zip((c.identity for c in tested), holm([c.interval.p for c in tested]), strict=True))
+        counted = set(registered) | {reverse(i) for i in registered}  # a − b and b − a are one comparison
+        described = {c.identity: c for c in comparisons if c.family == DESCRIBED and c.identity not in counted}
+        shown = {c.identity: c for c in comparisons}
+        ps = [p if p is not None else (shown[i].interval.p if shown[i].interval else None) for i, p in members]
+        ps = [1.0 if p is None else p for p in ps]  # (an infinite interval, one seed a side, resolves nothing)
+        adjusted = dict(zip((i for i, _ in members), holm(ps), strict=True)) if members else {}
         return Families(registered, described, adjusted)
 
     @property
     def m(self) -> int:
-        """How many comparisons the registered family holds (those with a p)."""
+        """How many members the registered family holds (fixed by the registration)."""
         return len(self.adjusted)
 
     @property
@@ -68,9 +75,19 @@ class Families:
         interval = comparison.interval
         return "—" if interval is None or interval.p is None else pvalue(interval.p)
 
+    def adjusted_p(self, comparison: Comparison) -> float | None:
+        """Its Holm-adjusted p, as a − b or as b − a (None: outside the registered family)."""
+        found = self.adjusted.get(comparison.identity)
+        return self.adjusted.get(reverse(comparison.identity)) if found is None else found
+
+    def family(self, comparison: Comparison) -> str:
+        """REGISTERED where the comparison, or its reverse (b − a), is registered; else its own family."""
+        identities = (comparison.identity, reverse(comparison.identity))
+        return REGISTERED if any(i in self.registered for i in identities) else comparison.family
+
     def holm(self, comparison: Comparison) -> str:
         """Its Holm-adjusted p ('—' outside the registered family or without a p)."""
-        adjusted = self.adjusted.get(comparison.identity)
+        adjusted = self.adjusted_p(comparison)
         return "—" if adjusted is None else pvalue(adjusted)
 
     def p_text(self, comparison: Comparison) -> str:
@@ -82,8 +99,14 @@ class Families:
     def after_holm(self, comparison: Comparison) -> str:
         """'resolved' (adjusted p < ALPHA: the difference's sign stands after the adjustment), 'not resolved', or '—'
         (not in the registered family)."""
-        adjusted = self.adjusted.get(comparison.identity)
+        adjusted = self.adjusted_p(comparison)
         return "—" if adjusted is None else "resolved" if adjusted < ALPHA else "not resolved"
+
+
+def reverse(identity: tuple[str, ...]) -> tuple[str, ...]:
+    """The identity of b − a for a − b's (measure, a, b)."""
+    measure, a, b = identity
+    return (measure, b, a)
 
 
 def pvalue(p: float) -> str:

@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from gropd.report.claims import Claims, judge
-from gropd.report.evidence import Evidence, Run, setting_key
+from gropd.report.claims import claims, summary
+from gropd.report.evidence import Evidence
 from gropd.report.formats import Cell, Table, pipe_table
 from gropd.report.settings import load_settings
 from gropd.report.tables import table1
@@ -47,26 +47,19 @@ def table1_lines(table: Table) -> list[str]:
     return pipe_table(list(TABLE1_COLUMNS), [[row[i] for i in keep] for row in table.rows])
 
 
-def seeds_of(runs: list[Run]) -> str:
-    """n of a claim: the seeds each of its settings ran ('5', or '3–5' where settings differ)."""
-    seeds: dict[str, set[int]] = {}
-    for run in runs:
-        if run.status is not None:
-            seeds.setdefault(setting_key(run.config), set()).add(run.seed)
-    counts = sorted({len(found) for found in seeds.values()})
-    if not counts:
-        return "0"
-    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
-
-
-def claims_lines(page: Claims) -> list[str]:
-    """One row a claim: its key linked to its section, the paper's claim, the twin's finding, the verdict, n."""
-    rows = []
-    for j in page.judged:
-        link = f"[{j.claim.key}]({CLAIMS_PAGE}#claim-{j.claim.key})"
-        verdict = j.verdict.outcome + (" (fragile)" if j.verdict.fragile else "")
-        rows.append(Cell.texts(link, j.claim.title, j.verdict.reason, verdict, seeds_of(j.section.runs)))
-    return pipe_table(["claim", "the paper", "the twin finds", "verdict", "seeds (n)"], rows)
+def claims_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One row a claim (claims.json's summary): its key linked to its section, the paper's claim, the twin's
+    finding, the verdict at the registered seeds (and at all seeds where they read otherwise), whether a rule it
+    reads was set after its runs (with the verdict by the rules as first registered), n."""
+    cells = []
+    for row in rows:
+        link = f"[{row['claim']}]({CLAIMS_PAGE}#claim-{row['claim']})"
+        verdict = row["verdict"]
+        verdict += f"; at all seeds: {row['verdict_all_seeds']}" if row["verdict_all_seeds"] != verdict else ""
+        first = row["set_after_the_runs"].rpartition("as first registered: ")[2]
+        registered = f"set after the runs; as first registered: {first}" if row["set_after_the_runs"] else "before"
+        cells.append(Cell.texts(link, row["statement"], row["finding"], verdict, registered, row["n"]))
+    return pipe_table(["claim", "the paper", "the twin finds", "verdict", "rules registered", "seeds (n)"], cells)
 
 
 def results_block(ev: Evidence) -> list[str]:
@@ -77,10 +70,11 @@ def results_block(ev: Evidence) -> list[str]:
         "",
         *table1_lines(table),
         "",
-        "**The paper's claims on the twin** (each verdict by its registered rule; the claims page gives the rule, "
-        "the evidence and the runs):",
+        "**The paper's claims on the twin** (each verdict by its rule at the registered seeds, experiments/"
+        "registration.yaml; 'set after the runs': a rule it reads was written after its first run began, and the "
+        "verdict by the rules as first registered is given; the claims page gives each rule, its evidence and runs):",
         "",
-        *claims_lines(judge(ev)),
+        *claims_lines(summary(claims(ev).content)),
     ]
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from gropd.numerics import describe
 from gropd.record.code import code_record, short
-from gropd.report.claims import SUMMARY, Claims, Judged
+from gropd.report.claims import REGISTERED_COLUMNS, SUMMARY, Claims, Judged, Registered
 from gropd.report.evidence import Evidence
 from gropd.report.figures import DRAWS, Drawing
 from gropd.report.formats import Cell, Table, missing_block
@@ -144,8 +144,10 @@ def claims_table(artefact: Artefact) -> str:
     for i, j in enumerate(claims.judged):
         outcome = f'<td class="{verdict_class(j.verdict.outcome)}">{esc(j.verdict.outcome)}</td>'
         reason, holm = f"<td>{inline(j.verdict.reason)}</td>", f"<td>{inline(j.after_holm)}</td>"
-        rows.append(f'<tr><td><a href="#claim-{i}">{esc(j.name)}</a></td>{outcome}{reason}{holm}')
-    titles = [*SUMMARY, f"after Holm (m = {claims.families.m})"]
+        registered = claims.registered.get(j.claim.key)
+        extra = "".join(f"<td>{inline(cell)}</td>" for cell in (registered.columns() if registered else []))
+        rows.append(f'<tr><td><a href="#claim-{i}">{esc(j.name)}</a></td>{outcome}{reason}{holm}{extra}')
+    titles = [*SUMMARY, f"after Holm (m = {claims.families.m})"] + (REGISTERED_COLUMNS if claims.registered else [])
     head = "<thead><tr>" + "".join(f"<th>{esc(t)}</th>" for t in titles) + "</tr></thead>\n<tbody>\n"
     table = f'<div class="wide"><table>\n{head}' + "</tr>\n".join(rows) + "</tr>\n</tbody>\n</table></div>\n"
     body = table + f"<p><strong>Comparisons.</strong> {inline(claims.multiplicity)}</p>\n"
@@ -155,12 +157,13 @@ def claims_table(artefact: Artefact) -> str:
     return section("claims", "The paper's claims", body, level=2)
 
 
-def claim_section(index: int, j: Judged, drawings: list[Artefact]) -> str:
+def claim_section(index: int, j: Judged, drawings: list[Artefact], registered: Registered | None = None) -> str:
     """One claim: the paper's sentence, the rule, the evidence, the figures of the page drawn from the grids it
     reads, the verdict and the Missing runs."""
     body = (
         f"<p><strong>The paper.</strong> {inline(j.claim.paper)}</p>\n<p><strong>Rule.</strong> {inline(j.rule)}</p>\n"
     )
+    body += "".join(f"<p>{inline(line)}</p>\n" for line in (registered.lines if registered else []))
     body += "<p><strong>Evidence.</strong></p>\n"
     for intro, header, rows in j.tables:
         body += f"<p>{inline(intro)}</p>\n" + grid(header, [Cell.texts(*row) for row in rows], len(header))
@@ -173,8 +176,10 @@ def claim_section(index: int, j: Judged, drawings: list[Artefact]) -> str:
     else:
         body += f"<p>No figure of this page draws the grids this claim reads ({grids}).</p>\n"
     outcome = f'<strong class="{verdict_class(j.verdict.outcome)}">Verdict: {esc(j.verdict.outcome)}</strong>'
-    body += f'<p class="verdict">{outcome} — {inline(j.verdict.reason)}.</p>\n' + missing_html(j.missing)
-    return section(f"claim-{index}", j.name, body)
+    body += f'<p class="verdict">{outcome} — {inline(j.verdict.reason)}.</p>\n'
+    if registered and registered.apart:
+        body += f"<p>{inline(registered.apart[0])}</p>\n" + bullets([line[2:] for line in registered.apart[1:]])
+    return section(f"claim-{index}", j.name, body + missing_html(j.missing))
 
 
 def table_section(artefact: Artefact) -> str:
@@ -240,7 +245,11 @@ def document(ev: Evidence, artefacts: list[Artefact], stamp: str) -> str:
     parts += [claims_table(a) for a in claims]
     parts += [section("figures", "Figures", "".join(map(figure_section, drawings)), level=2)] if drawings else []
     parts += [section("tables", "Tables", "".join(map(table_section, tables)), level=2)] if tables else []
-    details = "".join(claim_section(i, j, drawings) for a in claims for i, j in enumerate(a.content.judged))
+    details = "".join(
+        claim_section(i, j, drawings, a.content.registered.get(j.claim.key))
+        for a in claims
+        for i, j in enumerate(a.content.judged)
+    )
     parts += [section("claims-detail", "Each claim: evidence, rule, verdict", details, level=2)] if claims else []
     parts.append(provenance_section(artefacts))
     title = f"<title>GR-OPD reproduction, {esc(ev.profile)} profile</title>"

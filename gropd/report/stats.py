@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass
 
 CONFIDENCE = 0.95
+POWER = 0.8  # the size of "no difference": the smallest difference resolved with this probability
 MIN_SEEDS = 2
 CONVENTION = (
     "Cells: mean ± sample std (ddof 1) over n seeds, n shown. A difference is called only by a paired comparison "
@@ -66,6 +67,35 @@ class Interval:
     def call(self) -> int:
         """+1 when the interval lies above 0, −1 below, 0 when it holds 0 (always for n = 1: it is infinite)."""
         return 1 if self.lo > 0 else -1 if self.hi < 0 else 0
+
+    @property
+    def se(self) -> float | None:
+        """The standard error behind the interval: its half-width / t_{(1+CONFIDENCE)/2, df} (None when infinite)."""
+        from scipy.stats import t
+
+        if self.df is None or math.isinf(self.lo):
+            return None
+        return (self.hi - self.mean) / float(t.ppf(0.5 + CONFIDENCE / 2, self.df))
+
+    def distance(self, threshold: float = 0.0) -> float | None:
+        """How many standard errors the estimate sits from `threshold`: (mean − threshold) / se (None: no se; ±inf
+        at se 0 off the threshold)."""
+        se = self.se
+        if se is None:
+            return None
+        gap = self.mean - threshold
+        return gap / se if se else (0.0 if gap == 0 else math.copysign(math.inf, gap))
+
+    def resolvable(self, power: float = POWER) -> float | None:
+        """The smallest difference this design resolves (two-sided, at CONFIDENCE) with probability `power`, from the
+        observed spread: (t_{(1+CONFIDENCE)/2, df} + t_{power, df}) · se. Paired over n seeds (df n − 1, se s/√n):
+        (t_{0.975,n−1} + t_{0.8,n−1}) · s/√n; Welch's: the same with its se and Welch–Satterthwaite df. None: no se."""
+        from scipy.stats import t
+
+        se = self.se
+        if se is None:
+            return None
+        return (float(t.ppf(0.5 + CONFIDENCE / 2, self.df)) + float(t.ppf(power, self.df))) * se
 
     def text(self, decimals: int = 2) -> str:
         """'+1.23 [+0.45, +2.01] (n=5)'; one value: '+1.23 (n=1)'; unpaired: '… (n=3 vs 4, Welch)'."""

@@ -1,8 +1,9 @@
-"""The verdict rules of the claims page: pure functions of per-seed numbers, thresholds as named values (their
-wording: experiments/report.yaml `rules`, filled in from THRESHOLDS). A Verdict is reproduced, not reproduced or
-not tested (too few seeds, a missing reference). Differences follow gropd/report/stats.py (a 95% t interval
-excluding 0: paired within a pairing, Welch's across pairings); one instability rule serves every dynamics claim, a
-collapse being its extreme case.
+"""The verdict rules of the claims page: pure functions of per-seed numbers, thresholds as Thresholds (their values:
+experiments/registration.yaml; their wording: experiments/report.yaml `rules`). A Verdict is reproduced, not
+reproduced, undecided at this n (a threshold decision within one standard error decides it) or not tested (too few
+seeds, a missing reference). Differences follow gropd/report/stats.py (a 95% t interval excluding 0: paired within a
+pairing, Welch's across pairings); one instability rule serves every dynamics claim, a collapse being its extreme
+case.
 """
 
 from __future__ import annotations
@@ -12,15 +13,29 @@ import math
 from dataclasses import dataclass
 
 from gropd.report.evidence import Trend
-from gropd.report.stats import MIN_SEEDS, Interval
+from gropd.report.stats import MIN_SEEDS, POWER, Interval
 
 REPRODUCED, NOT_REPRODUCED, NOT_TESTED = "reproduced", "not reproduced", "not tested"
+UNDECIDED = "undecided at this n"  # a threshold decision within one standard error decides the verdict
 PREFERRED_SEEDS = 3  # what the page asks for when it names missing seed runs
-LIFT_FRACTION = 1 / 3  # distillation works: the lift reaches this fraction of the teacher-student gap
-MAJORITY = 0.5  # a setting is unstable when more than this share of its seeds is
-REWARD_FALL = 0.5  # unstable: reward over the last 10% of steps below this fraction of the first 10%
-LENGTH_NEAR_CAP = 0.5  # unstable: mean length over the last 10% grown to at least this fraction of the cap
-LARGE_LAMBDA = 0.5  # "too much retained pressure": the paper's largest λ, against every smaller λ
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The numbers the verdicts compare with, as experiments/registration.yaml registers them (`thresholds`; the one
+    place they are written): lift_fraction (the lift reaches this fraction of the teacher–student gap), majority (a
+    setting is unstable when more than this share of its seeds is), reward_fall (unstable: reward over the last 10%
+    of steps below this fraction of the first 10%), length_near_cap (or mean length over the last 10% grown to at
+    least this fraction of the cap), large_lambda ("too much retained pressure": λ at least this); `undecided`: a
+    decision within one standard error of its threshold reads UNDECIDED (registration `readings`: within_one_se),
+    else it stands marked fragile (fragile_mark)."""
+
+    lift_fraction: float
+    majority: float
+    reward_fall: float
+    length_near_cap: float
+    large_lambda: float
+    undecided: bool = True
 
 
 @dataclass(frozen=True)
@@ -38,9 +53,18 @@ def too_few(counts: dict[str, int]) -> Verdict | None:
     return Verdict(NOT_TESTED, f"needs ≥ {MIN_SEEDS} seeds per setting ({'; '.join(short)})") if short else None
 
 
-def distillation(student: float | None, teacher: float | None, lift: Interval | None, collapsed: int) -> Verdict:
-    """`lift` (stats.lift: trained seed − pre-OPD student, over the seeds that finished): its mean ≥ LIFT_FRACTION x
-    (teacher − student) and its t interval above 0; a collapsed seed fails it."""
+def distillation(
+    student: float | None,
+    teacher: float | None,
+    lift: Interval | None,
+    collapsed: int,
+    limits: Thresholds,
+    share: Interval | None = None,
+) -> Verdict:
+    """`lift` (stats.lift: trained seed − pre-OPD student, over the seeds that finished): its mean ≥ lift_fraction x
+    (teacher − student) and its t interval above 0; a collapsed seed fails it. `share` (stats.gap_share, where the
+    baselines have a spread): its distance from lift_fraction in standard errors is stated; within one, the verdict
+    is UNDECIDED (limits.undecided) or marked fragile, with the seeds a group that would put it one away."""
     if student is None or teacher is None:
         return Verdict(NOT_TESTED, f"no pre-OPD evaluation of the {'student' if student is None else 'teacher'}")
     seeds = (lift.n if lift else 0) + collapsed
@@ -52,10 +76,39 @@ def distillation(student: float | None, teacher: float | None, lift: Interval | 
     if collapsed:
         return Verdict(NOT_REPRODUCED, f"{collapsed} of {seeds} seeds collapsed")
     assert lift is not None  # too_few saw at least MIN_SEEDS seeds, none collapsed
-    text = f"lift {lift.text()} = {lift.mean / gap:.2f} of the gap {gap:.2f}"
-    if lift.mean >= LIFT_FRACTION * gap and lift.call > 0:
-        return Verdict(REPRODUCED, text)
-    return Verdict(NOT_REPRODUCED, f"{text}, needs ≥ {LIFT_FRACTION:.2g} and > 0")
+    far = f" ({away(lift)})" if away(lift) else ""
+    text = f"lift {lift.text()}{far} = {lift.mean / gap:.2f} of the gap {gap:.2f}"
+    fraction = limits.lift_fraction
+    distance = share.distance(fraction) if share else None
+    side = "above" if distance is not None and distance >= 0 else "below"
+    text += "" if distance is None else f" ({abs(distance):.1f} se {side} {fraction:.2g})"
+    if lift.mean >= fraction * gap and lift.call > 0:
+        verdict = Verdict(REPRODUCED, text)
+    else:
+        verdict = Verdict(NOT_REPRODUCED, f"{text}, needs ≥ {fraction:.2g} and > 0")
+    if distance is None or abs(distance) >= 1 or (verdict.outcome == NOT_REPRODUCED and lift.call <= 0):
+        return verdict
+    why = f"the share of the gap within one standard error of {fraction:.2g}; "
+    why += needed(distance, share.n, "runs in each group (trained seeds, evaluations)")
+    if limits.undecided:
+        return Verdict(UNDECIDED, f"{UNDECIDED}: {verdict.reason} ({why})", why)
+    return Verdict(verdict.outcome, f"{verdict.reason} (**fragile**, {why})", why)
+
+
+def needed(distance: float, n: int, unit: str) -> str:
+    """The n at which an estimate `distance` standard errors from its threshold, its standard error falling as
+    1/√n, would sit one standard error away: n · (1 / distance)², 'about N <unit> would put it one standard error
+    away (now n)'."""
+    if distance == 0:
+        return f"no n decides it (on the threshold, now {n} {unit})"
+    return f"about {math.ceil(n / distance**2)} {unit} would put it one standard error away (now {n})"
+
+
+def away(interval: Interval, threshold: float = 0.0) -> str:
+    """'2.3 se from 0': how many standard errors an estimate sits from the threshold its decision reads ('' without
+    a standard error: one value a side)."""
+    distance = interval.distance(threshold)
+    return "" if distance is None else f"{abs(distance):.1f} se from {threshold:g}"
 
 
 def beats(interval: Interval | None, seeds: tuple[int, int], collapsed: tuple[int, int], names: tuple) -> Verdict:
@@ -85,32 +138,43 @@ def above(interval: Interval | None, names: tuple[str, str]) -> Verdict:
 
 
 def comparison(interval: Interval, names: tuple[str, str]) -> str:
-    """'<a> better', '<b> better' or 'no difference resolved at N seeds' (unpaired: 'at A vs B seeds')."""
+    """'<a> better (3.1 se from 0)', '<b> better (…)' or 'no difference resolved at N seeds (0.4 se from 0; resolvable:
+    ±X at 80% power)' (unpaired: 'at A vs B seeds'): the size of "no difference" is stats.Interval.resolvable."""
+    far = f" ({away(interval)})" if away(interval) else ""
     if interval.call:
-        return f"{names[0 if interval.call > 0 else 1]} better"
-    if interval.sizes is not None:
-        return f"no difference resolved at {interval.sizes[0]} vs {interval.sizes[1]} seeds"
-    return f"no difference resolved at {interval.n} seed{'' if interval.n == 1 else 's'}"
+        return f"{names[0 if interval.call > 0 else 1]} better{far}"
+    size = (
+        f"{interval.sizes[0]} vs {interval.sizes[1]} seeds"
+        if interval.sizes is not None
+        else f"{interval.n} seed{'' if interval.n == 1 else 's'}"
+    )
+    smallest = interval.resolvable()
+    if smallest is None:
+        return f"no difference resolved at {size}"
+    return (
+        f"no difference resolved at {size} ({away(interval)}; this design resolves ±{smallest:.2f} at {POWER:.0%} "
+        "power)"
+    )
 
 
-def unstable(trend: Trend) -> list[str]:
+def unstable(trend: Trend, limits: Thresholds) -> list[str]:
     """Why one run is unstable (empty: stable): it collapsed; its reward over the last 10% of steps fell below
-    REWARD_FALL x the first 10%; or its length over the last 10% grew to ≥ LENGTH_NEAR_CAP x the cap."""
+    reward_fall x the first 10%; or its length over the last 10% grew to ≥ length_near_cap x the cap."""
     reasons = [f"collapsed at step {trend.collapse_step}"] if trend.collapse_step is not None else []
     reward, length, cap = trend.reward, trend.length, trend.cap
-    if reward is not None and reward[0] > 0 and reward[1] < REWARD_FALL * reward[0]:
+    if reward is not None and reward[0] > 0 and reward[1] < limits.reward_fall * reward[0]:
         reasons.append(f"reward {reward[0]:.3f} → {reward[1]:.3f}")
-    if length is not None and cap and length[1] > length[0] and length[1] >= LENGTH_NEAR_CAP * cap:
+    if length is not None and cap and length[1] > length[0] and length[1] >= limits.length_near_cap * cap:
         reasons.append(f"length {length[0]:.1f} → {length[1]:.1f} of cap {cap}")
     return reasons
 
 
-def borderline(trend: Trend) -> str:
-    """Why one run's instability call is within its own noise of a threshold ('' when it is not): a ratio the rule
-    compares (reward last / first 10%; length last 10% / cap) whose ± one standard error straddles its threshold,
-    the error from the two windows' (delta method). A collapse is no ratio: never borderline."""
+def ratios(trend: Trend, limits: Thresholds) -> list[tuple[str, float, float, float]]:
+    """The ratios the instability rule compares, each (name, ratio, its standard error, threshold): reward last /
+    first 10% against reward_fall; length last 10% / cap against length_near_cap where the length grew. The error
+    from the two windows' (delta method); none for a collapse, which is no ratio."""
     if trend.collapse_step is not None:
-        return ""
+        return []
     found = []
     (reward, reward_error), (length, length_error) = (
         (trend.reward, trend.reward_error),
@@ -119,39 +183,66 @@ def borderline(trend: Trend) -> str:
     if reward and reward_error and reward[0] > 0:
         ratio = reward[1] / reward[0]
         error = math.hypot(reward_error[1] / reward[0], ratio * reward_error[0] / reward[0])
-        if abs(ratio - REWARD_FALL) < error:
-            found.append(f"reward ratio {ratio:.2f} ± {error:.2f} against {REWARD_FALL:g}")
+        found.append(("reward ratio", ratio, error, limits.reward_fall))
     if length and length_error and trend.cap and length[1] > length[0]:
-        ratio, error = length[1] / trend.cap, length_error[1] / trend.cap
-        if abs(ratio - LENGTH_NEAR_CAP) < error:
-            found.append(f"length / cap {ratio:.2f} ± {error:.2f} against {LENGTH_NEAR_CAP:g}")
+        found.append(("length / cap", length[1] / trend.cap, length_error[1] / trend.cap, limits.length_near_cap))
+    return found
+
+
+def distances(trend: Trend, limits: Thresholds) -> str:
+    """'reward ratio 0.52, 0.2 se above 0.5': each ratio the rule compares and its distance from the threshold."""
+    parts = []
+    for name, ratio, error, threshold in ratios(trend, limits):
+        side = "above" if ratio >= threshold else "below"
+        far = f", {abs(ratio - threshold) / error:.1f} se" if error else ""
+        parts.append(f"{name} {ratio:.2f}{far} {side} {threshold:g}")
+    return "; ".join(parts)
+
+
+def borderline(trend: Trend, limits: Thresholds) -> str:
+    """Why one run's instability call is within its own noise of a threshold ('' when it is not): a ratio (`ratios`)
+    whose ± one standard error straddles its threshold, with the window that would decide it (its error falling as
+    1/√k over a window of k logged steps)."""
+    found = []
+    for name, ratio, error, threshold in ratios(trend, limits):
+        if abs(ratio - threshold) < error:
+            distance = (ratio - threshold) / error
+            window = f"; {needed(distance, trend.window, 'logged steps a window')}" if trend.window else ""
+            found.append(f"{name} {ratio:.2f} ± {error:.2f} against {threshold:g}{window}")
     return "; ".join(found)
 
 
 def contrast(
-    bad: list[bool], good: dict[str, list[bool]], name: str, near: dict[str, list[str]] | None = None
+    bad: list[bool],
+    good: dict[str, list[bool]],
+    name: str,
+    limits: Thresholds,
+    near: dict[str, list[str]] | None = None,
 ) -> Verdict:
-    """'`name` is unstable, the `good` settings are not': more than MAJORITY of bad's seeds unstable, no seed
-    of any good setting. `near`: per setting (`name` for bad), each seed's borderline reason ('' for none); the
-    verdict is fragile when flipping some of those seeds would change its outcome (TINY.md, round 6)."""
-    verdict = _contrast(bad, good, name)
+    """'`name` is unstable, the `good` settings are not': more than majority of bad's seeds unstable, no seed
+    of any good setting. `near`: per setting (`name` for bad), each seed's borderline reason ('' for none); where
+    flipping some of those seeds would change its outcome, the verdict is UNDECIDED (limits.undecided), or marked
+    fragile (TINY.md, round 6)."""
+    verdict = _contrast(bad, good, name, limits.majority)
     flips = [(who, i) for who, reasons in (near or {}).items() for i, reason in enumerate(reasons) if reason]
     for chosen in itertools.chain.from_iterable(itertools.combinations(flips, n) for n in range(1, len(flips) + 1)):
         flipped = {who: list(flags) for who, flags in ({name: bad} | good).items()}
         for who, i in chosen:
             flipped[who][i] = not flipped[who][i]
-        if _contrast(flipped.pop(name), flipped, name).outcome != verdict.outcome:
+        if _contrast(flipped.pop(name), flipped, name, limits.majority).outcome != verdict.outcome:
             why = "; ".join(f"{who} seed {i}: {near[who][i]}" for who, i in flips)
             fragile = f"within one standard error of a threshold: {why}"
+            if limits.undecided:
+                return Verdict(UNDECIDED, f"{UNDECIDED}: {verdict.reason} ({fragile})", fragile)
             return Verdict(verdict.outcome, f"{verdict.reason} (**fragile**, {fragile})", fragile)
     return verdict
 
 
-def _contrast(bad: list[bool], good: dict[str, list[bool]], name: str) -> Verdict:
+def _contrast(bad: list[bool], good: dict[str, list[bool]], name: str, majority: float) -> Verdict:
     if short := too_few({name: len(bad)} | {other: len(flags) for other, flags in good.items()}):
         return short
     few = f"only {sum(bad)}" if any(bad) else "none"
-    failures = [f"{name} unstable in {few} of {len(bad)} seeds"] if sum(bad) <= MAJORITY * len(bad) else []
+    failures = [f"{name} unstable in {few} of {len(bad)} seeds"] if sum(bad) <= majority * len(bad) else []
     failures += [f"{other} also unstable in {sum(f)} of {len(f)} seeds" for other, f in good.items() if any(f)]
     if failures:
         return Verdict(NOT_REPRODUCED, "; ".join(failures))
@@ -160,8 +251,9 @@ def _contrast(bad: list[bool], good: dict[str, list[bool]], name: str) -> Verdic
 
 
 def combine(verdicts: dict[str, Verdict]) -> Verdict:
-    """A claim over several cells: not reproduced if any cell is, else not tested if any is, else reproduced."""
-    for outcome in (NOT_REPRODUCED, NOT_TESTED):
+    """A claim over several cells: not reproduced if any cell is, else undecided at this n if any is, else not tested
+    if any is, else reproduced."""
+    for outcome in (NOT_REPRODUCED, UNDECIDED, NOT_TESTED):
         names = [name for name, verdict in verdicts.items() if verdict.outcome == outcome]
         if names:
             return _marked(Verdict(outcome, f"{outcome} in {', '.join(names)}"), {n: verdicts[n] for n in names})
@@ -172,11 +264,13 @@ def combine(verdicts: dict[str, Verdict]) -> Verdict:
 
 
 def _marked(verdict: Verdict, deciding: dict[str, Verdict]) -> Verdict:
-    """`verdict`, marked fragile when a cell that decides it is."""
-    if not (fragile := [name for name, cell in deciding.items() if cell.fragile]):
+    """`verdict`, marked fragile when a cell that decides it is (an undecided cell says so itself: no mark)."""
+    if not (fragile := [name for name, cell in deciding.items() if cell.fragile and cell.outcome != UNDECIDED]):
         return verdict
     return Verdict(verdict.outcome, f"{verdict.reason} (**fragile** in {', '.join(fragile)})", "fragile")
 
 
-THRESHOLDS = dict(min_seeds=MIN_SEEDS, preferred_seeds=PREFERRED_SEEDS, lift_fraction=LIFT_FRACTION, majority=MAJORITY)
-THRESHOLDS |= dict(reward_fall=REWARD_FALL, length_near_cap=LENGTH_NEAR_CAP, large_lambda=LARGE_LAMBDA)
+def wording_values(limits: Thresholds) -> dict[str, float]:
+    """The {names} a rule's wording (report.yaml `rules`) may state: the thresholds and the seed counts."""
+    values = {k: v for k, v in vars(limits).items() if k != "undecided"}
+    return dict(min_seeds=MIN_SEEDS, preferred_seeds=PREFERRED_SEEDS) | values
