@@ -13,13 +13,14 @@ them (`route.*`, `world.*`) are the kinds of op the portable step that calls no 
 takes and those 87 lack: its exp and sqrt routes, the rotary table, the I32 teachers' shapes (hidden 104, heads of
 26), SiLU's backward, the discount γ^t and fused AdamW at the runs' settings. `--compare` names each entry whose
 bits differ and each that the first file has no hash for (a risk nobody has measured yet).
-Two entries (`scipy.*`) are the monitoring correlations gropd/train/step.py takes with scipy, whose numpy reaches
-OpenBLAS: its kernels are chosen by CPU, not by any of torch's pins (OPENBLAS_CORETYPE overrides the choice).
+The last entries are the step's monitoring correlations: `scipy.*` as gropd/train/step.py took them with scipy, whose
+numpy reaches OpenBLAS (its kernels are chosen by CPU, not by any of torch's pins; OPENBLAS_CORETYPE overrides the
+choice), and `step.*` as gropd/train/correlation.py takes them without BLAS, where the checkout has that module.
 
 Files beside this one, named by CPU family and model and pin set: amd-epyc-25-17.portable.ops.json and
 amd-epyc-25-17.avx2.ops.json (an AMD EPYC, Zen 4), amd-epyc-25-1.portable.ops.json and amd-epyc-25-1.avx2.ops.json
-(an AMD EPYC, Zen 3: ../shared/numerics/, made before the `scipy.*` entries), intel-xeon-6-167.ops.json (an Intel
-Xeon, the portable pins, before the `scipy.*` entries).
+(an AMD EPYC, Zen 3: ../shared/numerics/, made before the correlations' entries), intel-xeon-6-167.ops.json (an
+Intel Xeon, the portable pins, before them too).
 
 `--pins NAME` sets one of gropd/numerics.py's PIN_SETS before torch loads (this process loads it only then):
 `portable`, the portable mode's (MKL_CBWR=COMPATIBLE, ATEN_CPU_CAPABILITY=default, ONEDNN_MAX_CPU_ISA=SSE41,
@@ -33,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
+import importlib.util
 import json
 import math
 import os
@@ -247,22 +250,33 @@ def vml_free_routes(u, h) -> dict:
 
 
 def monitoring_correlations(u, h) -> dict:
-    """scipy's Pearson and Spearman correlations as gropd/train/step.py's monitoring takes them on a rollout batch of
-    128 responses (score against length, score against reward), 64 batches each: numpy's OpenBLAS, which they reach,
-    picks its kernels by CPU (OPENBLAS_CORETYPE overrides its choice), whatever torch's pins say."""
+    """The monitoring correlations of gropd/train/step.py (Pearson of score against length, Spearman of score against
+    reward) on 64 rollout batches of 128 responses: scipy's (`scipy.*`), whose numpy reaches OpenBLAS, which picks its
+    kernels by CPU (OPENBLAS_CORETYPE overrides the choice), whatever torch's pins say; and, where this checkout has
+    it, gropd/train/correlation.py's (`step.*`: issue 61's replacement, which calls no BLAS)."""
     import torch
     from scipy import stats
 
-    pearson, spearman = [], []
-    for _ in range(64):
-        scores = u(128, lo=-40, hi=10).double()
-        lengths, rewards = u(128, lo=1, hi=201).floor().double(), (u(128) > 0).double()
-        pearson.append(float(stats.pearsonr(scores.tolist(), lengths.tolist())[0]))
-        spearman.append(float(stats.spearmanr(scores.tolist(), rewards.tolist())[0]))
-    return {
-        "scipy.pearsonr": h(torch.tensor(pearson, dtype=torch.float64)),
-        "scipy.spearmanr": h(torch.tensor(spearman, dtype=torch.float64)),
+    own = (
+        importlib.import_module("gropd.train.correlation")
+        if importlib.util.find_spec("gropd.train.correlation")
+        else None
+    )
+    values: dict[str, list[float]] = {
+        "scipy.pearsonr": [],
+        "scipy.spearmanr": [],
+        "step.pearson": [],
+        "step.spearman": [],
     }
+    for _ in range(64):
+        scores = u(128, lo=-40, hi=10).double().tolist()
+        lengths, rewards = u(128, lo=1, hi=201).floor().double().tolist(), (u(128) > 0).double().tolist()
+        values["scipy.pearsonr"].append(float(stats.pearsonr(scores, lengths)[0]))
+        values["scipy.spearmanr"].append(float(stats.spearmanr(scores, rewards)[0]))
+        if own is not None:
+            values["step.pearson"].append(own.pearson(scores, lengths))
+            values["step.spearman"].append(own.spearman(scores, rewards))
+    return {name: h(torch.tensor(found, dtype=torch.float64)) for name, found in values.items() if found}
 
 
 def compare(path_a: str, path_b: str) -> int:
