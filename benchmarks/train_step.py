@@ -4,8 +4,10 @@ tiny pairing, from real runs of the trainer on the tiny world.
     python benchmarks/train_step.py [--steps 6] [--method gropd] [--pairing P ...] [--pins portable|avx2]
 
 Runs `steps` rollout batches per pairing in a temporary results directory (the first step
-is dropped as warm-up) and prints a table and one JSON line. The trainer is called directly, so
-the process computes under whatever numerics its environment pins; `--pins` sets a pin set
+is dropped as warm-up) and prints a table and one JSON line; `wall` and `cpu` are the whole run's
+seconds (loading and the warm-up included), `cpu` this process's CPU time (its grading workers'
+not counted), the figure to read on a shared machine. The trainer is called directly, so the
+process computes under whatever numerics its environment pins; `--pins` sets a pin set
 (gropd/numerics.py PIN_SETS) before torch loads, and the JSON line records the variables in force.
 """
 
@@ -35,12 +37,13 @@ def measure(pairing: str, method: str, steps: int, results: Path) -> dict[str, f
     config = load_run(manifests, "tiny", f"table1__{pairing}__{method}", [f"train.steps={steps}"])
     run_dir = RunDir(results / pairing)
     open_run_dir(config, manifests, run_dir)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     train_run(config, manifests, run_dir)
     rows = run_dir.read_metrics()[1:]
     figures = {phase: statistics.mean(r[phase] for r in rows) for phase in PHASES}
     figures["mean_response_len"] = statistics.mean(r["mean_response_len"] for r in rows)
     figures["wall_s"] = time.perf_counter() - started
+    figures["cpu_s"] = time.process_time() - cpu_started  # this process's CPU time, every step and loading included
     return figures
 
 
@@ -61,11 +64,11 @@ def main() -> None:
             table[pairing] = measure(pairing, args.method, args.steps, Path(tmp))
     pinned = {name: os.environ.get(name) for name in PINNED}
     print(f"pins {args.pins or 'as the environment has them'}: {pinned}, ATen {aten_capability()}")
-    print(f"{'pairing':<26} {'rollout':>8} {'teacher':>8} {'update':>8} {'len':>6} {'wall':>6}")
+    print(f"{'pairing':<26} {'rollout':>8} {'teacher':>8} {'update':>8} {'len':>6} {'wall':>6} {'cpu':>6}")
     for pairing, f in table.items():
         print(
             f"{pairing:<26} {f['time_rollout_s']:8.3f} {f['time_teacher_s']:8.3f} {f['time_update_s']:8.3f} "
-            f"{f['mean_response_len']:6.1f} {f['wall_s']:6.1f}"
+            f"{f['mean_response_len']:6.1f} {f['wall_s']:6.1f} {f['cpu_s']:6.1f}"
         )
     figures = {"benchmark": "train_step", "method": args.method, "steps": args.steps, "pins": args.pins}
     print(json.dumps(figures | {"pinned": pinned, "aten": aten_capability(), "pairings": table}))

@@ -280,7 +280,7 @@ def monitoring_correlations(u, h) -> dict:
 
 
 def compare(path_a: str, path_b: str) -> int:
-    """Name each entry whose bits differ between two outputs, and each of B's that A has no hash for; 1 if any differ."""
+    """Name each entry whose bits differ between two outputs and each of B's that A lacks; 1 if any differ."""
     a, b = (json.load(open(p)) for p in (path_a, path_b))
     print(f"A: {a['machine']}\nB: {b['machine']}")
     differ = [k for k in a["ops"] if k in b["ops"] and a["ops"][k] != b["ops"][k]]
