@@ -49,6 +49,14 @@ MODES: dict[str, dict[str, str]] = {
     },
     "native": {},
 }
+# Pin sets measured, each by name, by the op battery (tools/numerics/op_battery.py --pins) and the step benchmark
+# (benchmarks/train_step.py --pins): the portable mode's, and `avx2`, a candidate for a faster portable mode (MKL's
+# and ATen's AVX2 kernels, oneDNN capped at AVX2, MKL's vector math off as in the portable mode) that no run may take
+# until the battery shows it gives the same bits on every CPU it is meant for (issue 67, experiments/TINY.md).
+PIN_SETS: dict[str, dict[str, str]] = {
+    "portable": MODES["portable"],
+    "avx2": {**MODES["portable"], "MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+}
 CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile")  # the code paths they open
 ONEDNN_FOR_ATEN = {"default": "SSE41", "avx2": "AVX2"}  # oneDNN's cap matching a lowered ATen capability
 
@@ -62,6 +70,13 @@ def environment(mode: str) -> dict[str, str]:
     if mode not in MODES:
         raise KeyError(f"numerics mode {mode!r} (expected one of {', '.join(MODES)})")
     return dict(MODES[mode])
+
+
+def pin_set(name: str) -> dict[str, str]:
+    """The variables pin set `name` sets (KeyError naming the sets for another name)."""
+    if name not in PIN_SETS:
+        raise KeyError(f"pin set {name!r} (expected one of {', '.join(PIN_SETS)})")
+    return dict(PIN_SETS[name])
 
 
 def mismatches(mode: str, environ: MutableMapping[str, str]) -> list[str]:

@@ -1,9 +1,10 @@
-"""Which CPU kernels give different bits on two machines, op by op, in the portable numerics mode.
+"""Which CPU kernels give different bits on two machines, op by op, under one pin set (the portable mode's, or a
+candidate's).
 
 Each entry computes one op (or one candidate replacement for an op) on fixed inputs (torch's CPU generator gives
 the same inputs on every machine) and records a hash of its output. Run it on two machines and compare:
 
-    .venv/bin/python tools/numerics/op_battery.py > mine.json            # from the project's root
+    .venv/bin/python tools/numerics/op_battery.py [--pins avx2] > mine.json            # from the project's root
     .venv/bin/python tools/numerics/op_battery.py --compare tools/numerics/amd-epyc-zen4.ops.json mine.json
 
 The first 87 entries are ../shared/numerics/op_battery.py's, unchanged, so that its output on an AMD EPYC
@@ -12,22 +13,37 @@ them (`route.*`, `world.*`) are the kinds of op the portable step that calls no 
 takes and those 87 lack: its exp and sqrt routes, the rotary table, the I32 teachers' shapes (hidden 104, heads of
 26), SiLU's backward, the discount γ^t and fused AdamW at the runs' settings. `--compare` names each entry whose
 bits differ and each that the first file has no hash for (a risk nobody has measured yet).
-amd-epyc-25-17.ops.json holds all of this battery's entries on an AMD EPYC (family 25 model 17), its first 87 equal
-to amd-epyc-zen4.ops.json's.
+The last entries are the step's monitoring correlations: `scipy.*` as gropd/train/step.py took them with scipy, whose
+numpy reaches OpenBLAS (its kernels are chosen by CPU, not by any of torch's pins; OPENBLAS_CORETYPE overrides the
+choice), and `step.*` as gropd/train/correlation.py takes them without BLAS, where the checkout has that module.
 
-The portable mode's variables are set here before torch loads (MKL_CBWR=COMPATIBLE, ATEN_CPU_CAPABILITY=default,
-ONEDNN_MAX_CPU_ISA=SSE41, one thread), as gropd/numerics.py sets them; pass --native to leave them unset."""
+Files beside this one, named by CPU family and model and pin set: amd-epyc-25-17.portable.ops.json and
+amd-epyc-25-17.avx2.ops.json (an AMD EPYC, Zen 4), amd-epyc-25-1.portable.ops.json and amd-epyc-25-1.avx2.ops.json
+(an AMD EPYC, Zen 3: ../shared/numerics/, made before the correlations' entries), intel-xeon-6-167.ops.json (an
+Intel Xeon, the portable pins, before them too).
+
+`--pins NAME` sets one of gropd/numerics.py's PIN_SETS before torch loads (this process loads it only then):
+`portable`, the portable mode's (MKL_CBWR=COMPATIBLE, ATEN_CPU_CAPABILITY=default, ONEDNN_MAX_CPU_ISA=SSE41,
+GROPD_VECTOR_MATH=aten), the default; `avx2`, a candidate for a faster mode (MKL_CBWR=AVX2, ATEN_CPU_CAPABILITY=avx2,
+ONEDNN_MAX_CPU_ISA=AVX2, GROPD_VECTOR_MATH=aten); `--native` sets none. One thread. The output records the pin set,
+the variables in force and ATen's kernels in use; a CPU whose ATen cannot take the kernels asked for is refused (exit
+2, nothing written), as is a pin set not in PIN_SETS."""
 
 # ruff: noqa: E501  (the shared battery's lines as they are, so that its entries stay its own)
 from __future__ import annotations
 
+import argparse
 import hashlib
+import importlib
+import importlib.util
 import json
 import math
 import os
 import sys
+from pathlib import Path
 
-PORTABLE = {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this project's gropd, run as a script from anywhere
+from gropd.numerics import PIN_SETS, PINNED, pin_set  # noqa: E402  (imports no torch)
 
 
 def battery() -> dict:
@@ -183,6 +199,7 @@ def battery() -> dict:
             opt.step()
         out[f"adamw.{'fused' if foreach == 'fused' else f'foreach={foreach}'}"] = h(*params)
     out.update(vml_free_routes(u, h))
+    out.update(monitoring_correlations(u, h))
     return out
 
 
@@ -232,23 +249,53 @@ def vml_free_routes(u, h) -> dict:
     return out
 
 
-def main(argv: list[str]) -> int:
-    if argv[:1] == ["--compare"]:
-        a, b = (json.load(open(p)) for p in argv[1:3])
-        print(f"A: {a['machine']}\nB: {b['machine']}")
-        differ = [k for k in a["ops"] if k in b["ops"] and a["ops"][k] != b["ops"][k]]
-        unmeasured = [k for k in b["ops"] if k not in a["ops"]]
-        for k in differ:
-            print(f"  differs: {k}")
-        for k in unmeasured:
-            print(f"  no hash in A: {k}")
-        shared = sum(k in b["ops"] for k in a["ops"])
-        print(f"{len(differ)} of {shared} differ; {len(unmeasured)} of B's entries have no hash in A")
-        return 1 if differ else 0
-    if "--native" not in argv:
-        os.environ.update(PORTABLE)
+def monitoring_correlations(u, h) -> dict:
+    """The monitoring correlations of gropd/train/step.py (Pearson of score against length, Spearman of score against
+    reward) on 64 rollout batches of 128 responses: scipy's (`scipy.*`), whose numpy reaches OpenBLAS, which picks its
+    kernels by CPU (OPENBLAS_CORETYPE overrides the choice), whatever torch's pins say; and, where this checkout has
+    it, gropd/train/correlation.py's (`step.*`: issue 61's replacement, which calls no BLAS)."""
     import torch
+    from scipy import stats
 
+    own = (
+        importlib.import_module("gropd.train.correlation")
+        if importlib.util.find_spec("gropd.train.correlation")
+        else None
+    )
+    values: dict[str, list[float]] = {
+        "scipy.pearsonr": [],
+        "scipy.spearmanr": [],
+        "step.pearson": [],
+        "step.spearman": [],
+    }
+    for _ in range(64):
+        scores = u(128, lo=-40, hi=10).double().tolist()
+        lengths, rewards = u(128, lo=1, hi=201).floor().double().tolist(), (u(128) > 0).double().tolist()
+        values["scipy.pearsonr"].append(float(stats.pearsonr(scores, lengths)[0]))
+        values["scipy.spearmanr"].append(float(stats.spearmanr(scores, rewards)[0]))
+        if own is not None:
+            values["step.pearson"].append(own.pearson(scores, lengths))
+            values["step.spearman"].append(own.spearman(scores, rewards))
+    return {name: h(torch.tensor(found, dtype=torch.float64)) for name, found in values.items() if found}
+
+
+def compare(path_a: str, path_b: str) -> int:
+    """Name each entry whose bits differ between two outputs and each of B's that A lacks; 1 if any differ."""
+    a, b = (json.load(open(p)) for p in (path_a, path_b))
+    print(f"A: {a['machine']}\nB: {b['machine']}")
+    differ = [k for k in a["ops"] if k in b["ops"] and a["ops"][k] != b["ops"][k]]
+    unmeasured = [k for k in b["ops"] if k not in a["ops"]]
+    for k in differ:
+        print(f"  differs: {k}")
+    for k in unmeasured:
+        print(f"  no hash in A: {k}")
+    shared = sum(k in b["ops"] for k in a["ops"])
+    print(f"{len(differ)} of {shared} differ; {len(unmeasured)} of B's entries have no hash in A")
+    return 1 if differ else 0
+
+
+def cpu_fields() -> dict:
+    """The first processor's vendor, model name, family and model, as /proc/cpuinfo names them."""
     cpu = {}
     try:
         for line in open("/proc/cpuinfo"):
@@ -257,11 +304,41 @@ def main(argv: list[str]) -> int:
                 cpu[key.strip()] = value.strip()
     except OSError:
         pass
+    return cpu
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="name the entries whose bits differ")
+    pinned = parser.add_mutually_exclusive_group()
+    pinned.add_argument("--pins", choices=list(PIN_SETS), default="portable", help="the variables set before torch")
+    pinned.add_argument("--native", action="store_true", help="set none of them")
+    args = parser.parse_args(argv)
+    if args.compare:
+        return compare(*args.compare)
+    pins = {} if args.native else pin_set(args.pins)
+    os.environ.update(pins)
+    import numpy
+    import scipy
+    import torch
+
+    aten = str(torch.backends.cpu.get_cpu_capability())
+    if "ATEN_CPU_CAPABILITY" in pins and aten != pins["ATEN_CPU_CAPABILITY"].upper():
+        print(
+            f"op_battery.py: --pins {args.pins} asks for ATen's {pins['ATEN_CPU_CAPABILITY']} kernels, but this "
+            f"process runs {aten} (a CPU without them, or torch loaded before the pins): nothing written",
+            file=sys.stderr,
+        )
+        return 2
     machine = {
-        "cpu": cpu,
+        "cpu": cpu_fields(),
         "torch": torch.__version__,
-        "aten": str(torch.backends.cpu.get_cpu_capability()),
-        "pinned": {k: os.environ.get(k) for k in PORTABLE},
+        "aten": aten,
+        "pins": "native" if args.native else args.pins,
+        "pinned": {k: os.environ.get(k) for k in PINNED},
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),  # numpy's BLAS kernels (the scipy.* entries)
     }
     print(json.dumps({"machine": machine, "ops": battery()}, indent=1))
     return 0
