@@ -58,7 +58,9 @@ class FakeVLLM:
     """Loopback server; `failures` is a list of HTTP codes the next completion calls answer with ("cut": a body that
     ends before its Content-Length, as from a server killed mid-answer; "not json": a 200 whose body is not JSON),
     `delays` the seconds the next ones take before answering (a request the client gave up on is answered into the
-    void)."""
+    void). `GET /health` answers as vLLM's health route does (vllm/entrypoints/serve/instrumentator/health.py): 200
+    and no body while its engine lives, whatever is queued; `health` lists the codes the next ones answer with
+    instead (503: EngineDeadError, or a server draining). Any other path but /v1/models is a 404."""
 
     def __init__(
         self,
@@ -67,8 +69,10 @@ class FakeVLLM:
         port: int = 0,
         max_model_len: int = 40960,
         delays: list[float] | None = None,
+        health: list[int] | None = None,
     ) -> None:
         self.served, self.failures, self.requests, self.delays = served, list(failures or []), [], list(delays or [])
+        self.health, self.gets = list(health or []), []
         self.in_flight, self.most_in_flight, self.lock = 0, 0, threading.Lock()
         fake = self
 
@@ -86,6 +90,15 @@ class FakeVLLM:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
+                fake.gets.append(self.path)
+                if self.path == "/health":
+                    self.send_response(fake.health.pop(0) if fake.health else 200)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if self.path != "/v1/models":
+                    self._send(404, {"detail": "Not Found"})
+                    return
                 self._send(
                     200,
                     {

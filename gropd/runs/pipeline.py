@@ -40,6 +40,7 @@ from gropd.runs.lifecycle import (
     twin_to_copy,
 )
 from gropd.runs.session import Ranks, refuse_live_owner, run_session
+from gropd.train.watchdog import RunLimits
 from gropd.train.world import rank_share
 
 
@@ -103,14 +104,26 @@ def execute(
     set before torch loads, or is refused.
     """
     enter(config.backend.numerics)
-    ranks = Ranks.of(config)
+    limits = planned_limits(config, manifests)
+    ranks = Ranks.of(config, limits.collective_s if limits else None)
     if config.kind == "train":
         rank_share(config.train, ranks.world)
     root = RunDir.at(results_root, config.profile, config.run_id).root
     with hold_run(root, held=ranks.main):  # one writer per run (gropd/record/run_lock.py), before anything
         if ranks.main:
             refuse_live_owner(RunDir(root))  # a writer whose lock file was deleted still holds the run
-        return _execute(config, manifests, results_root, force, ranks, root, set_by or {})
+        return _execute(config, manifests, results_root, force, ranks, root, set_by or {}, limits)
+
+
+def planned_limits(config: RunConfig, manifests: Manifests) -> RunLimits | None:
+    """A paper training run's start-up deadline and collective timeout from its plan (gropd/runs/job_plan.py);
+    None for the other profiles (their runs keep the watchdog's step rule and DEFAULT_TIMEOUT_S)."""
+    if config.profile != "paper" or config.kind != "train":
+        return None
+    from gropd.model.components import teacher_wait_s
+    from gropd.runs.job_plan import run_limits
+
+    return run_limits(config, manifests, teacher_wait_s(os.environ))
 
 
 def _execute(
@@ -121,6 +134,7 @@ def _execute(
     ranks: Ranks,
     root: Path,
     set_by: dict[str, str],
+    limits: RunLimits | None,
 ) -> dict[str, Any]:
     if force and ranks.main:
         shutil.rmtree(root, ignore_errors=True)
@@ -149,7 +163,7 @@ def _execute(
         if config.kind == "train" and status["status"] == "running":
             from gropd.train.loop import train_run
 
-            ended = train_run(config, manifests, run_dir)  # ends every rank's process group
+            ended = train_run(config, manifests, run_dir, limits)  # ends every rank's process group
             status = run_dir.update_status(**ended) if ranks.main else {**status, **ended}
         if config.kind == "score" and status["status"] == "running":
             from gropd.train.scoring import score_run
