@@ -63,3 +63,35 @@ def test_start_up_deadline_and_collective_timeout_follow_the_plans_longest_step(
     limits = job_plan.run_limits(served, manifests, teacher_wait_s=1800.0)
     assert limits.collective_s == pytest.approx(max(4 * s + 1800, build))
     assert limits.startup_s == pytest.approx(build + 1800 + 4 * s + 1800)
+
+
+def sbatch_options(path: Path) -> dict[str, str]:
+    """The #SBATCH options of a job script, up to its first command (where sbatch stops reading them)."""
+    options = {}
+    for line in path.read_text().splitlines()[1:]:
+        if line.strip() and not line.startswith("#"):
+            break
+        if line.startswith("#SBATCH --"):
+            name, _, value = line.split()[1][2:].partition("=")
+            options[name] = value
+    return options
+
+
+def test_the_launch_scripts_request_what_the_plan_derives(manifests) -> None:
+    """Both scripts carry the plan's figures (before: neither asked for host memory, and the server ran 48 h):
+    `--mem` of the training job and of the server's node, the server's time limit, each with its derivation beside
+    it. A change of the plan (a larger student, the cost model's step) fails here until the scripts follow."""
+    from gropd.model.components import TEACHER_WAIT_S
+
+    launch = REPO / "experiments" / "launch"
+    job, server = sbatch_options(launch / "slurm_run.sbatch"), sbatch_options(launch / "teacher_server.sh")
+    gib, how = job_plan.job_memory_gib(manifests)
+    assert job["mem"] == f"{gib}G" and "= 116.8 GiB" in how
+    assert f"Host memory (--mem, per node): {gib} GiB =" in (launch / "slurm_run.sbatch").read_text()
+    assert server["mem"] == f"{job_plan.server_memory().gib()}G"
+    assert f"Host memory (--mem): {job_plan.server_memory().gib()} GiB =" in (launch / "teacher_server.sh").read_text()
+    hours, how = job_plan.server_hours(manifests, TEACHER_WAIT_S)
+    assert server["time"] == f"{hours}:00:00" and server["signal"] == "B:USR1@600"
+    seconds = how.rsplit(", ", 1)[1].removesuffix(" s")
+    assert f"Its time limit is the plan's: {hours} h" in (launch / "teacher_server.sh").read_text()
+    assert f"{int(seconds):,} s" in (launch / "teacher_server.sh").read_text()

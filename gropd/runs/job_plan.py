@@ -110,12 +110,17 @@ def server_memory(gpus: int = GPUS_A_NODE) -> HostMemory:
     )
 
 
+def step_deadline_s(config: RunConfig, manifests: Manifests, teacher_wait_s: float) -> float:
+    """F·S + A: the watchdog's deadline at the plan's longest step (module docstring)."""
+    served = config.backend.teacher == "server"
+    return FACTOR * step_cost(config, manifests).seconds()[1] + (teacher_wait_s if served else ALLOWANCE_S)
+
+
 def run_limits(config: RunConfig, manifests: Manifests, teacher_wait_s: float) -> RunLimits:
     """A paper training run's start-up deadline and collective timeout (module docstring); `teacher_wait_s`:
     GROPD_TEACHER_WAIT_S, counted where its teacher is served."""
     served = config.backend.teacher == "server"
-    high = step_cost(config, manifests).seconds()[1]
-    step = FACTOR * high + (teacher_wait_s if served else ALLOWANCE_S)
+    step = step_deadline_s(config, manifests, teacher_wait_s)
     roles = models_of(config, manifests)
     loaded = [roles["student"][0]] + ([] if served else [roles["teacher"][0]])
     weights = sum(WEIGHT_BYTES * architecture(config, manifests, label, PAPER_SHAPES).parameters() for label in loaded)
@@ -128,18 +133,49 @@ def evaluation_startup_s(config: RunConfig, manifests: Manifests) -> float:
     """An evaluation shard's deadline from its start to its first (largest) chunk sampled and graded."""
     engine = next(e for e in engines_of(config, manifests, GPUS_A_NODE) if e.what == "evaluation engine")
     fit = engine_fit(config, manifests, engine, PLANNED_GPU_BYTES, engine.fraction, PAPER_SHAPES)
-    rows = config.eval.batch_prompts * max(int(spec["k"]) for spec in manifests.suites[config.profile].values())
+    prompts = min(config.eval.batch_prompts, config.eval.questions or config.eval.batch_prompts)
+    rows = prompts * max(int(spec["k"]) for spec in manifests.suites[config.profile].values())
     cap = config.eval.sampling[models_of(config, manifests)["student"][1]].max_new_tokens
     chunk = fit.waves(rows) * cap * DECODE_S[1]
     load = WEIGHT_BYTES * student_parameters(config, manifests) / READ_BYTES_PER_S
     return load + ENGINE_BUILD_S + FACTOR * chunk + ALLOWANCE_S
 
 
-def table1(manifests: Manifests) -> list[RunConfig]:
-    """The paper profile's Table 1 training runs, as their grid entries resolve."""
-    entries = expand_grid(load_grid("table1", manifests.root))
-    configs = [resolve_run(None, "paper", manifests, [], entry_values=entry.values) for entry in entries]
+def grid_runs(manifests: Manifests, grid: str, overrides: tuple[str, ...] = ()) -> list[RunConfig]:
+    """The paper profile's training runs of `grid`, as their grid entries resolve (with `overrides`)."""
+    entries = expand_grid(load_grid(grid, manifests.root))
+    configs = [resolve_run(None, "paper", manifests, list(overrides), entry_values=entry.values) for entry in entries]
     return [config for config in configs if config.kind == "train"]
+
+
+def table1(manifests: Manifests) -> list[RunConfig]:
+    """The paper profile's Table 1 training runs."""
+    return grid_runs(manifests, "table1")
+
+
+SMOKE = ("train.steps=2", "train.checkpoint_every=1", "eval.questions=1")  # a checkpoint each step, 1 question a suite
+
+
+def submission(manifests: Manifests, grid: str, teacher_wait_s: float) -> list[str]:
+    """What experiments/launch/submit_grid.sh submits before `grid`'s array, a line each: `settings` and SMOKE;
+    `server LABEL` for each teacher its runs score through a server; `smoke RUN_ID H:MM:SS LABEL` for its first run
+    of each teacher kind (in-process, served), with SMOKE's settings, the time limit their plan derives (the start-up
+    deadline, step 1 included, one more step's deadline and the evaluation's start-up deadline, its first chunk, in
+    whole minutes) and its served teacher's label (`-` for an in-process one)."""
+    lines = ["settings " + " ".join(SMOKE)]
+    for config in grid_runs(manifests, grid):
+        if config.backend.teacher == "server" and f"server {models_of(config, manifests)['teacher'][0]}" not in lines:
+            lines.append(f"server {models_of(config, manifests)['teacher'][0]}")
+    kinds: dict[str, RunConfig] = {}
+    for config in grid_runs(manifests, grid, SMOKE):
+        kinds.setdefault(config.backend.teacher, config)
+    for config in kinds.values():
+        step = step_deadline_s(config, manifests, teacher_wait_s)
+        minutes = math.ceil((run_limits(config, manifests, teacher_wait_s).startup_s + step) / 60)
+        minutes += math.ceil(evaluation_startup_s(config, manifests) / 60)
+        label = models_of(config, manifests)["teacher"][0] if config.backend.teacher == "server" else "-"
+        lines.append(f"smoke {config.run_id} {minutes // 60}:{minutes % 60:02d}:00 {label}")
+    return lines
 
 
 def job_memory_gib(manifests: Manifests) -> tuple[int, str]:
@@ -164,8 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m gropd.runs.job_plan`: the figures the launch scripts carry, with their derivations."""
     from gropd.model.components import TEACHER_WAIT_S
 
-    argparse.ArgumentParser(description=main.__doc__).parse_args(argv)
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--submit", metavar="GRID", help="what submit_grid.sh submits before GRID's array")
+    args = parser.parse_args(argv)
     manifests = load_manifests()
+    if args.submit:
+        print("\n".join(submission(manifests, args.submit, TEACHER_WAIT_S)))
+        return 0
     gib, how = job_memory_gib(manifests)
     print(f"slurm_run.sbatch --mem={gib}G: {how}")
     print(f"teacher_server.sh --mem={server_memory().gib()}G: {server_memory().describe()}")
