@@ -22,6 +22,7 @@ from test_teacher_server import FakeVLLM
 
 import gropd.runs.preflight_env as check
 from gropd.model.teacher.server import TeacherAddress
+from gropd.runs import cgroup
 from gropd.runs.preflight_env import (
     cpus_line,
     disk_line,
@@ -225,9 +226,9 @@ def fake_cgroup(
     for path, text in (v1 or {}).items():
         (root / "memory" / path).mkdir(parents=True, exist_ok=True)
         (root / "memory" / path / "memory.limit_in_bytes").write_text(text + "\n")
-    monkeypatch.setattr(check, "CGROUP", root)
+    monkeypatch.setattr(cgroup, "ROOT", root)
     line = "0::/job_42" if v2 else "12:cpuset:/job_42\n7:memory:/job_42"
-    monkeypatch.setattr(check, "read_proc_cgroup", lambda: line + "\n")
+    monkeypatch.setattr(cgroup, "read_proc_cgroup", lambda: line + "\n")
 
 
 def test_the_job_cgroup_memory_limit_is_read_as_the_kernel_writes_it(tmp_path: Path, monkeypatch) -> None:
@@ -235,13 +236,14 @@ def test_the_job_cgroup_memory_limit_is_read_as_the_kernel_writes_it(tmp_path: P
     maximum) is None; and the check fails when it is below the plan's need (a cluster default of 2 GiB a CPU)."""
     gib = 2**30
     fake_cgroup(tmp_path / "a", monkeypatch, v2={"": "max", "slurm": str(100 * gib), "slurm/job_42": str(200 * gib)})
-    assert check.cgroup_memory_limit("0::/slurm/job_42\n", tmp_path / "a") == 100 * gib  # a parent caps it
+    assert cgroup.memory_limit("0::/slurm/job_42\n", tmp_path / "a") == 100 * gib  # a parent caps it
     fake_cgroup(tmp_path / "b", monkeypatch, v2={"": "max", "job_42": "max"})
-    assert check.cgroup_memory_limit("0::/job_42\n", tmp_path / "b") is None
+    assert cgroup.memory_limit("0::/job_42\n", tmp_path / "b") is None
     fake_cgroup(tmp_path / "c", monkeypatch, v1={"": "9223372036854771712", "job_42": str(128 * gib)})
-    assert check.cgroup_memory_limit("12:cpuset:/job_42\n7:memory:/job_42\n", tmp_path / "c") == 128 * gib
-    assert check.cgroup_memory_limit("7:memory:/\n", tmp_path / "c") is None  # v1 "no limit"
-    assert check.cgroup_memory_limit("", tmp_path / "c") is None  # no cgroup (not Linux)
+    assert cgroup.memory_limit("12:cpuset:/job_42\n7:memory:/job_42\n", tmp_path / "c") == 128 * gib
+    assert cgroup.memory_limit("0::/job_42\n7:memory:/job_42\n", tmp_path / "c") == 128 * gib  # hybrid: v1 memory
+    assert cgroup.memory_limit("7:memory:/\n", tmp_path / "c") is None  # v1 "no limit"
+    assert cgroup.memory_limit("", tmp_path / "c") is None  # no cgroup (not Linux)
     low = check.host_memory_line(128 * gib, 152, "the derivation")
     assert low.status == "FAILED" and "allows 128.0 GiB, its plan needs 152 GiB" in low.text
     assert "--mem=152G" in low.text
@@ -254,14 +256,14 @@ def test_a_job_whose_cgroup_is_below_the_plan_stops_in_seconds(tmp_path: Path) -
     1 GiB a CPU x 64 CPUs): host memory FAILED, naming --mem; its run's teacher is in-process, so no server is
     looked at (the served teachers' address files are absent and no teacher line is printed)."""
     root = project(tmp_path)
-    cgroup = tmp_path / "cgroup"
-    (cgroup / "job_42").mkdir(parents=True)
-    (cgroup / "memory.max").write_text("max\n")
-    (cgroup / "job_42" / "memory.max").write_text(f"{64 * 2**30}\n")
+    root_of_cgroups = tmp_path / "cgroup"
+    (root_of_cgroups / "job_42").mkdir(parents=True)
+    (root_of_cgroups / "memory.max").write_text("max\n")
+    (root_of_cgroups / "job_42" / "memory.max").write_text(f"{64 * 2**30}\n")
     code = (
-        "import sys, pathlib, gropd.runs.preflight_env as check; "
+        "import sys, pathlib, gropd.runs.preflight_env as check, gropd.runs.cgroup as cgroup; "
         "check.environment_lines = lambda processes, serving, environ: []; "
-        f"check.CGROUP = pathlib.Path({str(cgroup)!r}); check.read_proc_cgroup = lambda: '0::/job_42\\n'; "
+        f"cgroup.ROOT = pathlib.Path({str(root_of_cgroups)!r}); cgroup.read_proc_cgroup = lambda: '0::/job_42\\n'; "
         "sys.exit(check.main(sys.argv[1:]))"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HOME": str(tmp_path / "hf")}

@@ -431,7 +431,7 @@ def test_the_start_up_wait_has_a_limit_and_says_how_to_raise_it(monkeypatch) -> 
 
 
 CHECK_ON_A_GPU_NODE = (  # its hardware lines and its cgroup (none: a note) stand in for a GPU node's
-    "import sys, gropd.runs.preflight_env as check; check.read_proc_cgroup = lambda: ''; "
+    "import sys, gropd.runs.preflight_env as check; check.cgroup.read_proc_cgroup = lambda: ''; "
     "check.environment_lines = lambda processes, serving, environ: []; sys.exit(check.main(sys.argv[1:]))"
 )
 

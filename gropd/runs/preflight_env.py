@@ -56,6 +56,7 @@ from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
 from gropd.model.hardware import MIN_DRIVER, nvidia_gpus, why_not_usable
 from gropd.record.run_lock import LOCKS, flock_problem
+from gropd.runs import cgroup
 
 if TYPE_CHECKING:
     from gropd.model.teacher.server import TeacherAddress
@@ -362,37 +363,6 @@ def run_settings(manifests: Manifests, configs: list[RunConfig]) -> tuple[dict[s
     return served, students, keep
 
 
-CGROUP = Path("/sys/fs/cgroup")
-NO_LIMIT = 2**60  # cgroup v1 reports "no limit" as the page counter's maximum (~2^63, rounded to pages)
-
-
-def cgroup_memory_limit(proc_cgroup: str, root: Path = CGROUP) -> int | None:
-    """Bytes this process's cgroup may hold, the least limit of its cgroup and their parents (`proc_cgroup`: the
-    text of /proc/self/cgroup): cgroup v2's memory.max under root/<path> of the line `0::<path>` (Documentation/
-    admin-guide/cgroup-v2.rst; "max": none), else cgroup v1's memory.limit_in_bytes under root/memory/<path> of the
-    line `N:memory:<path>`; None where none is set. Slurm's task/cgroup sets it to the job's --mem
-    (ConstrainRAMSpace=yes, cgroup.conf)."""
-    for line in proc_cgroup.splitlines():
-        number, controllers, path = line.split(":", 2)
-        if number == "0" and controllers == "":
-            base, name = root, "memory.max"
-        elif "memory" in controllers.split(","):
-            base, name = root / "memory", "memory.limit_in_bytes"
-        else:
-            continue
-        folder, limits = base / path.lstrip("/"), []
-        while True:
-            text = (folder / name).read_text().strip() if (folder / name).is_file() else "max"
-            if text.isdigit() and int(text) < NO_LIMIT:
-                limits.append(int(text))
-            if folder == base or base not in folder.parents:
-                break
-            folder = folder.parent
-        if limits or name == "memory.max":
-            return min(limits) if limits else None
-    return None
-
-
 def host_memory_line(limit: int | None, need_gib: int, how: str) -> Line:
     """The job's cgroup memory limit (bytes, None: none) against the `need_gib` its plan derives (`how`)."""
     if limit is None:
@@ -469,7 +439,7 @@ def pinned_lines(args: argparse.Namespace, environ: Mapping[str, str], processes
     only = manifests.model(args.profile, args.serving)["source"].get("repo") if args.serving else None
     lines = snapshot_lines(lock, hub_cache_gap, environ.get("HF_HUB_OFFLINE", "1") not in ("", "0"), only)
     if args.profile == "paper" and (need := plan_memory(manifests, configs, processes, bool(args.serving))):
-        lines.append(host_memory_line(cgroup_memory_limit(read_proc_cgroup(), CGROUP), *need))
+        lines.append(host_memory_line(cgroup.memory_limit(cgroup.read_proc_cgroup(), cgroup.ROOT), *need))
     if args.serving:
         return lines
     served, students, keep = run_settings(manifests, configs)
@@ -481,14 +451,6 @@ def pinned_lines(args: argparse.Namespace, environ: Mapping[str, str], processes
     lines.append(disk_line(shutil.disk_usage(results).free, student_parameters(students, lock), keep, args.results))
     lines.append(flock_line(args.results / args.profile / LOCKS))
     return lines
-
-
-def read_proc_cgroup() -> str:
-    """/proc/self/cgroup's text ("" where there is none: not Linux)."""
-    try:
-        return Path("/proc/self/cgroup").read_text()
-    except OSError:
-        return ""
 
 
 def flock_line(locks: Path) -> Line:
