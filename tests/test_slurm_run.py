@@ -56,10 +56,11 @@ with open(os.environ["LAUNCHES"], "a") as log:
 what = "RUN" if "run" in sys.argv else "EVAL"
 if os.environ.get(f"FAKE_{what}_EXIT"):  # the step fails; a hung rank leaves the marker
     marker = os.environ["GROPD_HUNG_MARKER"]
-    os.makedirs(os.path.dirname(marker), exist_ok=True)
     if os.environ.get("FAKE_HUNG"):
+        os.makedirs(os.path.dirname(marker), exist_ok=True)
         open(marker, "w").write("rank 3: no rollout batch done for 1000 s\\n")
     if os.environ.get("FAKE_NCCL_TIMEOUT"):  # torch's ProcessGroupNCCL on a collective's timeout, the dump asked for
+        assert os.path.isdir(os.path.dirname(os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]))  # torch makes no folder
         assert os.environ["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1" and int(os.environ["TORCH_NCCL_TRACE_BUFFER_SIZE"]) > 0
         open(os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] + "3", "wb").write(b"flight recorder entries")
     sys.exit(int(os.environ[f"FAKE_{what}_EXIT"]))

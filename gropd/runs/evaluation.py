@@ -135,7 +135,7 @@ def evaluate_run(
     from gropd.train.watchdog import ALLOWANCE_S, StepWatchdog
 
     startup_s = None
-    if config.profile == "paper" and config.kind == "train":
+    if config.profile == "paper" and config.kind == "train" and config.backend.rollout == "vllm":
         from gropd.runs.job_plan import evaluation_startup_s
 
         startup_s = evaluation_startup_s(config, manifests)

@@ -116,9 +116,9 @@ def execute(
 
 
 def planned_limits(config: RunConfig, manifests: Manifests) -> RunLimits | None:
-    """A paper training run's start-up deadline and collective timeout from its plan (gropd/runs/job_plan.py);
-    None for the other profiles (their runs keep the watchdog's step rule and DEFAULT_TIMEOUT_S)."""
-    if config.profile != "paper" or config.kind != "train":
+    """A paper training run's start-up deadline and collective timeout from its plan (gropd/runs/job_plan.py: its
+    vLLM engines'); None for the other profiles (their runs keep the watchdog's step rule and DEFAULT_TIMEOUT_S)."""
+    if config.profile != "paper" or config.kind != "train" or config.backend.rollout != "vllm":
         return None
     from gropd.model.components import teacher_wait_s
     from gropd.runs.job_plan import run_limits
