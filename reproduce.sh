@@ -5,7 +5,7 @@
 #                         [--from-results] [--results DIR] [--force] [key.path=value ...]
 #   ./reproduce.sh test [--fast] [pytest arguments ...]
 #   ./reproduce.sh gpu-env                     (once, from any node: .venv for the paper profile on GPUs)
-#   ./reproduce.sh check [--processes N] [--serving LABEL] [--results DIR]   (on a compute node, in a job)
+#   ./reproduce.sh check [--processes N] [--serving LABEL | --run RUN_ID] [--results DIR]  (in a job, on its node)
 #
 # Targets
 #   table1   train + evaluate the 5 pairings x {GR-OPD, vanilla OPD}, then write Table 1
@@ -38,8 +38,9 @@
 #   check    the job's environment, before anything loads (slurm_run.sbatch and teacher_server.sh run it first;
 #            run it by hand on a compute node): .venv made by gpu-env, CUDA devices = --processes, driver and
 #            torch build, GPU memory free, CPUs of the step, vLLM and every requirements pin as installed, every
-#            pinned snapshot (weights and tokenizer) in the offline Hub cache, the teacher server(s) serving the
-#            pinned model and scoring two tokens, free disk for checkpoints and flock under --results, and on 2
+#            pinned snapshot (weights and tokenizer) in the offline Hub cache, the job's cgroup memory against its
+#            plan's need, the run's teacher server (if served) alive with the pinned model (/health, /v1/models;
+#            no generation), free disk for checkpoints and flock under --results, and on 2
 #            nodes or more a meeting of them and a lock held across them. Each failure is one line saying what to
 #            set; exit 2 (gropd/runs/preflight_env.py)
 #
@@ -60,6 +61,7 @@
 #   --processes N    (check) the processes the job starts on this node, one per GPU (default: SLURM_GPUS_ON_NODE,
 #                    else the GPUs nvidia-smi lists, else 8)
 #   --serving LABEL  (check) for teacher_server.sh: this node serves LABEL (its snapshot; no teacher server to reach)
+#   --run RUN_ID     (check) for slurm_run.sbatch: the job's run (its teacher server, if served; its memory)
 #   key.path=value   override any run setting, e.g. gropd.lam=0.5 train.steps=60
 #   -h, --help       this text
 #

@@ -160,10 +160,11 @@ def evaluate_suite(
     progress: bool,
     shard: tuple[int, int] = (0, 1),
     owned: set[int] | None = None,
+    on_chunk: Callable[[], None] = lambda: None,
     **sample_args: Any,
 ) -> None:
     """Sample (or finish sampling) this shard's chunks of one suite (`owned`: chunk indices, None for all),
-    appending their records to the shard's file (eval/shards.py)."""
+    appending their records to the shard's file (eval/shards.py); `on_chunk()` after each chunk written."""
     if len({q.id for q in questions}) != len(questions):
         raise ValueError(f"suite '{name}': question ids are not unique")
     rank, world = shard
@@ -187,6 +188,7 @@ def evaluate_suite(
         for record in records:
             done.setdefault(record["question_id"], []).append(record)
         new += len(todo)
+        on_chunk()
         if progress:
             report_progress(label, len(done), len(questions), new, time.monotonic() - start)
 
@@ -220,6 +222,7 @@ def evaluate_model(
     shard: tuple[int, int] = (0, 1),
     shard_lost: Callable[[int], str | None] = lambda rank: None,
     grading_workers: int | None = None,
+    on_chunk: Callable[[], None] = lambda: None,
 ) -> dict | None:
     """Avg@K evaluation of the engine's model on `suites`; writes records and summary.json.
 
@@ -228,7 +231,9 @@ def evaluate_model(
     response without `</think>` has no answer. `shard` = (rank, world): this process samples its
     chunks of the evaluation (eval/shards.py); rank 0 then waits for the others, merges and returns
     the summary dict, the other ranks return None; `shard_lost(rank)` says why shard `rank` ended unfinished
-    (eval/shards.py: wait_for_shards); `grading_workers`: math-verify worker processes (None: one a core, at most 8).
+    (eval/shards.py: wait_for_shards); `grading_workers`: math-verify worker processes (None: one a core, at most 8);
+    `on_chunk()`: after each chunk this shard samples, and on each look rank 0 takes while it waits for the others
+    (a watchdog's beat: gropd/train/watchdog.py).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -255,6 +260,7 @@ def evaluate_model(
                     progress=progress,
                     shard=shard,
                     owned=None if everything else {index for suite, index in mine if suite == name},
+                    on_chunk=on_chunk,
                     render_prompt=render_prompt,
                     decode=decode,
                     sampling=sampling,
@@ -266,7 +272,7 @@ def evaluate_model(
             mark_done(out, rank, world)
             return None
         if world > 1:
-            wait_for_shards(out, world, lost=shard_lost)
+            wait_for_shards(out, world, lost=shard_lost, on_poll=on_chunk)
             sample_suites(everything=True)  # whatever no shard left on disk (normally nothing)
     entries = {name: merge_suite(out, name, spec, questions) for name, (spec, questions) in suites.items()}
     remove_shards(out)

@@ -64,11 +64,16 @@ class ShardLostError(RuntimeError):
 
 
 def wait_for_shards(
-    out_dir: Path, world: int, say_every_s: float = 60.0, lost: Callable[[int], str | None] = lambda rank: None
+    out_dir: Path,
+    world: int,
+    say_every_s: float = 60.0,
+    lost: Callable[[int], str | None] = lambda rank: None,
+    on_poll: Callable[[], None] = lambda: None,
 ) -> None:
     """Return once shards 1 .. world-1 have all marked their chunks done. `lost(rank)` says why shard `rank` has
     ended (None while it may still come): a shard that died on another node (whose launcher rank 0's does not
-    watch) or left on an error stops the wait with ShardLostError, at once, not at the job's time limit."""
+    watch) or left on an error stops the wait with ShardLostError, at once, not at the job's time limit.
+    `on_poll()` on each look (rank 0 waiting is not hung: a hung shard's own watchdog ends it)."""
     marks = {rank: out_dir / SHARDS_DIR / f"done.{rank}of{world}" for rank in range(1, world)}
     said = started = time.monotonic()
     while missing := [mark.name for mark in marks.values() if not mark.exists()]:
@@ -82,6 +87,7 @@ def wait_for_shards(
             waited = time.monotonic() - started
             print(f"[eval] rank 0 waits for {', '.join(missing)} ({waited:.0f} s)", file=sys.stderr, flush=True)
             said = time.monotonic()
+        on_poll()
         time.sleep(POLL_S)
 
 

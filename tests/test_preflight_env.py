@@ -21,7 +21,8 @@ from test_preflight import SHAPES, write_fake_lock
 from test_teacher_server import FakeVLLM
 
 import gropd.runs.preflight_env as check
-from gropd.model.teacher.server import request_json
+from gropd.model.teacher.server import TeacherAddress
+from gropd.runs import cgroup
 from gropd.runs.preflight_env import (
     cpus_line,
     disk_line,
@@ -76,7 +77,7 @@ def test_gpus_torch_cpus_and_vllm_lines() -> None:
     assert vllm_line("0.33.0", None, "0.33.0").status == "ok"
 
 
-def test_snapshot_teacher_and_disk_lines() -> None:
+def test_snapshot_and_disk_lines() -> None:
     lock = {
         "models": {"Qwen/Qwen3-32B": {"full": "9" * 40}},
         "datasets": {"HuggingFaceH4/MATH-500": {"full": "f" * 40}},
@@ -88,23 +89,36 @@ def test_snapshot_teacher_and_disk_lines() -> None:
     assert [line.status for line in snapshot_lines(lock, cached, offline=False)] == ["note", "ok"]
     assert len(snapshot_lines(lock, cached, True, only="Qwen/Qwen3-32B")) == 1  # a server needs its own model only
 
-    served = "Qwen/Qwen3-32B@" + "9" * 40
-    ask = lambda endpoint, payload: request_json(endpoint, payload, timeout_s=1.0, max_retries=0, backoff_s=0.0)  # noqa: E731
-    with FakeVLLM(served=served) as right, FakeVLLM(served="Qwen/Qwen3-32B@" + "0" * 40) as wrong:
-        assert teacher_line("I32", served, right.url, "TEACHER_URL", ask).status == "ok"
-        assert right.requests[-1]["prompt"] == [[0, 1]] and right.requests[-1]["prompt_logprobs"] == 0
-        right.delays.append(3.0)  # a hung engine: /v1/models answers, a completion does not (before: "ok")
-        hung = teacher_line("I32", served, right.url, "TEACHER_URL", ask)
-        assert hung.status == "FAILED" and "did not score two tokens" in hung.text
-        assert "its engine is not serving" in hung.text
-        other = teacher_line("I32", served, wrong.url, "TEACHER_URL", ask)
-        assert other.status == "FAILED" and "manifest expects" in other.text
-        gone = wrong.url
-    assert teacher_line("I32", served, gone, "TEACHER_URL", ask).status == "note"  # not up (yet): runs wait
-    assert "teacher_server.sh I32" in teacher_line("I32", served, None, ".teachers/I32.url", ask).text
-
     assert disk_line(10 * 2**30, {"I1.7": 2_000_000_000}, 2, Path("results")).status == "FAILED"
     assert disk_line(200 * 2**30, {"I1.7": 2_000_000_000}, 2, Path("results")).status == "ok"  # 2e9 x 38 bytes
+
+
+def test_the_teacher_check_asks_liveness_and_waits_with_backoff() -> None:
+    """A server busy scoring other runs' rows (1.5 M tokens queued ahead: a completion answers minutes later) is
+    alive: the check asks /health and /v1/models (vLLM answers both at once, whatever is queued) and never a
+    generation, which it used to send with one 60 s try and report as FAILED. An engine that died (/health 503)
+    or a server not up is a note within the check's share of the wait (its runs wait GROPD_TEACHER_WAIT_S); a
+    server that comes alive during the wait is found, after pauses of 1, 2, ... s; another model fails."""
+    served = "Qwen/Qwen3-32B@" + "9" * 40
+    with FakeVLLM(served=served) as busy, FakeVLLM(served="Qwen/Qwen3-32B@" + "0" * 40) as wrong:
+        busy.delays.append(120.0)  # the next completion would answer in 2 minutes
+        started = time.monotonic()
+        line = teacher_line("I32", served, TeacherAddress(url=busy.url), "TEACHER_URL", wait_s=5.0)
+        assert line.status == "ok" and "is alive, serving" in line.text and time.monotonic() - started < 5.0
+        assert busy.requests == [] and busy.gets == ["/health", "/v1/models"]  # no generation asked
+        busy.health.extend([503, 503])  # an engine still starting (or restarted): alive on the third look
+        started = time.monotonic()
+        assert teacher_line("I32", served, TeacherAddress(url=busy.url), "TEACHER_URL", wait_s=10.0).status == "ok"
+        assert 3.0 <= time.monotonic() - started < 8.0  # pauses of 1 s, then 2 s
+        busy.health.extend([503] * 10)  # a dead engine: a note, after the check's wait
+        dead = teacher_line("I32", served, TeacherAddress(url=busy.url), "TEACHER_URL", wait_s=2.0)
+        assert dead.status == "note" and "HTTP 503" in dead.text and "runs wait" in dead.text
+        other = teacher_line("I32", served, TeacherAddress(url=wrong.url), "TEACHER_URL", wait_s=2.0)
+        assert other.status == "FAILED" and "manifest expects" in other.text
+        gone = wrong.url
+    assert teacher_line("I32", served, TeacherAddress(url=gone), "TEACHER_URL", wait_s=1.0).status == "note"
+    nowhere = TeacherAddress(file=Path("/nonexistent/I32.url"))
+    assert "teacher_server.sh I32" in teacher_line("I32", served, nowhere, ".teachers/I32.url").text
 
 
 def test_on_this_cpu_it_fails_in_seconds_one_line_a_finding(tmp_path: Path) -> None:
@@ -166,7 +180,10 @@ def test_a_gpu_node_with_everything_in_place_passes(tmp_path: Path, monkeypatch:
     pinned = {**check.gpu_pins(root / "requirements.txt"), **check.gpu_pins(root / "requirements-gpu.txt")}
     monkeypatch.setattr(check.importlib.metadata, "version", lambda name: pinned.get(name.lower(), "1.0"))
     monkeypatch.setitem(sys.modules, "vllm", SimpleNamespace(__version__="0.33.0"))
-    served = check.run_settings(check.load_manifests(Path("experiments")), "paper")[0]["I32"]
+    manifests = check.load_manifests(Path("experiments"))
+    served = check.run_settings(manifests, check.job_runs(manifests, "paper", None, Path("results")))[0]["I32"]
+    need = check.plan_memory(manifests, check.job_runs(manifests, "paper", None, Path("results")), 8, False)[0]
+    fake_cgroup(tmp_path / "cgroup", monkeypatch, v2={"": "max", "job_42": str(need * 2**30)})
     with FakeVLLM(served=served) as server:
         (root / ".teachers").mkdir()
         (root / ".teachers" / "I32.url").write_text(server.url + "\n")
@@ -177,7 +194,8 @@ def test_a_gpu_node_with_everything_in_place_passes(tmp_path: Path, monkeypatch:
         "FAILED" not in out
         and out.splitlines()[-1] == f"check: 0 failed of {len(out.splitlines()) - 1}: the job may start"
     )
-    assert f"ok      teacher server: I32: {server.url} serves {served}" in out
+    assert f"ok      teacher server: I32: {server.url} is alive, serving {served}" in out
+    assert f"ok      host memory: the job's cgroup allows {need:.1f} GiB, its plan needs {need} GiB" in out
     taken[3] = 20 * 2**30  # another job's 20 GiB on GPU 3
     assert check.main(["--processes", "8"], {"SLURM_CPUS_PER_TASK": "64"}) == 2
     failed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("FAILED")]
@@ -193,6 +211,79 @@ def test_a_gpu_node_with_everything_in_place_passes(tmp_path: Path, monkeypatch:
     assert check.main(["--processes", "8"], {"SLURM_CPUS_PER_TASK": "64"}) == 2
     failed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("FAILED")]
     assert len(failed) == 1 and base in failed[0] and "missing tokenizer.json" in failed[0]
+
+
+def fake_cgroup(
+    root: Path, monkeypatch: pytest.MonkeyPatch, v2: dict[str, str] | None = None, v1: dict[str, str] | None = None
+) -> None:
+    """A cgroup tree as the kernel mounts it (Documentation/admin-guide/cgroup-v2.rst: memory.max at each level, "max"
+    for none; cgroup-v1/memory.rst: memory/<path>/memory.limit_in_bytes) with the job's cgroup at job_42 under its
+    parents, and /proc/self/cgroup naming it (`0::/job_42`, or `7:memory:/job_42` under v1). `v2`/`v1`: the
+    path below the root -> the limit file's text."""
+    for path, text in (v2 or {}).items():
+        (root / path).mkdir(parents=True, exist_ok=True)
+        (root / path / "memory.max").write_text(text + "\n")
+    for path, text in (v1 or {}).items():
+        (root / "memory" / path).mkdir(parents=True, exist_ok=True)
+        (root / "memory" / path / "memory.limit_in_bytes").write_text(text + "\n")
+    monkeypatch.setattr(cgroup, "ROOT", root)
+    line = "0::/job_42" if v2 else "12:cpuset:/job_42\n7:memory:/job_42"
+    monkeypatch.setattr(cgroup, "read_proc_cgroup", lambda: line + "\n")
+
+
+def test_the_job_cgroup_memory_limit_is_read_as_the_kernel_writes_it(tmp_path: Path, monkeypatch) -> None:
+    """The least limit of the job's cgroup and its parents, v2 or v1; none set (v2 "max", v1's page-counter
+    maximum) is None; and the check fails when it is below the plan's need (a cluster default of 2 GiB a CPU)."""
+    gib = 2**30
+    fake_cgroup(tmp_path / "a", monkeypatch, v2={"": "max", "slurm": str(100 * gib), "slurm/job_42": str(200 * gib)})
+    assert cgroup.memory_limit("0::/slurm/job_42\n", tmp_path / "a") == 100 * gib  # a parent caps it
+    fake_cgroup(tmp_path / "b", monkeypatch, v2={"": "max", "job_42": "max"})
+    assert cgroup.memory_limit("0::/job_42\n", tmp_path / "b") is None
+    fake_cgroup(tmp_path / "c", monkeypatch, v1={"": "9223372036854771712", "job_42": str(128 * gib)})
+    assert cgroup.memory_limit("12:cpuset:/job_42\n7:memory:/job_42\n", tmp_path / "c") == 128 * gib
+    assert cgroup.memory_limit("0::/job_42\n7:memory:/job_42\n", tmp_path / "c") == 128 * gib  # hybrid: v1 memory
+    assert cgroup.memory_limit("7:memory:/\n", tmp_path / "c") is None  # v1 "no limit"
+    assert cgroup.memory_limit("", tmp_path / "c") is None  # no cgroup (not Linux)
+    low = check.host_memory_line(128 * gib, 152, "the derivation")
+    assert low.status == "FAILED" and "allows 128.0 GiB, its plan needs 152 GiB" in low.text
+    assert "--mem=152G" in low.text
+    assert check.host_memory_line(152 * gib, 152, "the derivation").status == "ok"
+    assert check.host_memory_line(None, 152, "the derivation").status == "note"
+
+
+def test_a_job_whose_cgroup_is_below_the_plan_stops_in_seconds(tmp_path: Path) -> None:
+    """The check, run as the job runs it (its run named), on a node whose cgroup allows 64 GiB (a site default of
+    1 GiB a CPU x 64 CPUs): host memory FAILED, naming --mem; its run's teacher is in-process, so no server is
+    looked at (the served teachers' address files are absent and no teacher line is printed)."""
+    root = project(tmp_path)
+    root_of_cgroups = tmp_path / "cgroup"
+    (root_of_cgroups / "job_42").mkdir(parents=True)
+    (root_of_cgroups / "memory.max").write_text("max\n")
+    (root_of_cgroups / "job_42" / "memory.max").write_text(f"{64 * 2**30}\n")
+    code = (
+        "import sys, pathlib, gropd.runs.preflight_env as check, gropd.runs.cgroup as cgroup; "
+        "check.environment_lines = lambda processes, serving, environ: []; "
+        f"cgroup.ROOT = pathlib.Path({str(root_of_cgroups)!r}); cgroup.read_proc_cgroup = lambda: '0::/job_42\\n'; "
+        "sys.exit(check.main(sys.argv[1:]))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HOME": str(tmp_path / "hf")}
+    env.pop("TEACHER_URL", None)
+    run = "table1__I4nothink-I1.7nothink__gropd"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", code, "--processes", "8", "--run", run],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert time.monotonic() - started < 60, done.stdout
+    lines = done.stdout.splitlines()
+    memory = [line for line in lines if "host memory" in line]
+    assert done.returncode == 2 and len(memory) == 1 and memory[0].startswith("FAILED  host memory:"), done.stdout
+    assert "allows 64.0 GiB, its plan needs 152 GiB" in memory[0] and "--mem=152G" in memory[0]
+    assert not any("teacher server" in line for line in lines)  # an in-process teacher: no server looked at
 
 
 def test_pins_line_names_every_move_of_a_requirements_txt_pin() -> None:

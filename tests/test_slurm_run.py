@@ -25,7 +25,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "experiments" / "launch" / "slurm_run.sbatch"
-STEP = "import json, os; print(json.dumps({'node': os.environ['SLURM_NODEID'], 'cpus': len(os.sched_getaffinity(0))}))"
+STEP = (
+    "import json, os, sys; "
+    "print(json.dumps({'node': os.environ['SLURM_NODEID'], 'cpus': len(os.sched_getaffinity(0)), "
+    "'argv': sys.argv[1:]}))"
+)
 FAKES = {
     "srun": """#!/usr/bin/env bash
 nodes=1 cpus=${SRUN_CPUS_PER_TASK:-1}
@@ -49,17 +53,22 @@ offline = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE
 with open(os.environ["LAUNCHES"], "a") as log:
     step = {"node": os.environ["SLURM_NODEID"], "cpus": len(os.sched_getaffinity(0))}
     log.write(json.dumps({"argv": sys.argv[1:], **step, **offline}) + "\\n")
-if "run" in sys.argv and os.environ.get("FAKE_RUN_EXIT"):  # the training step fails; a hung rank leaves the marker
+what = "RUN" if "run" in sys.argv else "EVAL"
+if os.environ.get(f"FAKE_{what}_EXIT"):  # the step fails; a hung rank leaves the marker
+    marker = os.environ["GROPD_HUNG_MARKER"]
     if os.environ.get("FAKE_HUNG"):
-        marker = os.environ["GROPD_HUNG_MARKER"]
         os.makedirs(os.path.dirname(marker), exist_ok=True)
         open(marker, "w").write("rank 3: no rollout batch done for 1000 s\\n")
-    sys.exit(int(os.environ["FAKE_RUN_EXIT"]))
+    if os.environ.get("FAKE_NCCL_TIMEOUT"):  # torch's ProcessGroupNCCL on a collective's timeout, the dump asked for
+        assert os.path.isdir(os.path.dirname(os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]))  # torch makes no folder
+        assert os.environ["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1" and int(os.environ["TORCH_NCCL_TRACE_BUFFER_SIZE"]) > 0
+        open(os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] + "3", "wb").write(b"flight recorder entries")
+    sys.exit(int(os.environ[f"FAKE_{what}_EXIT"]))
 """,
 }
 VENV_PYTHON = f"""#!/usr/bin/env bash
 if [[ "$1 $2" == "-m gropd.runs.preflight_env" ]]; then
-  {sys.executable} -c "{STEP}" >> "$CHECKS"
+  {sys.executable} -c "{STEP}" "${{@:3}}" >> "$CHECKS"
   exit "${{CHECK_EXIT:-0}}"
 fi
 exec {sys.executable} "$@"
@@ -216,3 +225,44 @@ def test_a_hung_rank_requeues_the_job_a_bounded_number_of_times(tmp_path: Path) 
     broken.mkdir()
     code, launches, _, stderr = submit(broken, 1, "RUN", FAKE_RUN_EXIT="1", SLURM_JOB_ID="4243")
     assert code == 1 and requeues(broken) == [] and [command(launch)[1] for launch in launches] == ["run"]
+
+
+def test_the_check_looks_at_the_jobs_run_only(tmp_path: Path) -> None:
+    """The check is told the job's run (its teacher, if served, is the only server it looks at; its memory); before,
+    every job looked at every Table 1 teacher server, the 4B-teacher runs too."""
+    code, _, checks, stderr = submit(tmp_path, 1, "table1__I4think-B1.7__gropd")
+    assert code == 0, stderr
+    argv = checks[0]["argv"]
+    assert argv[argv.index("--run") + 1] == "table1__I4think-B1.7__gropd" and "--results" not in argv
+
+
+def test_a_timed_out_collective_requeues_the_job_as_a_hung_rank_does(tmp_path: Path) -> None:
+    """A collective past the process group's timeout ends the ranks without the watchdog's marker: torch dumps what
+    it waited for (TORCH_NCCL_DUMP_ON_TIMEOUT, into TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank>), which the job now sets
+    beside the marker and requeues on; before, the job ended with exit 1 and never came back."""
+    code, launches, _, stderr = submit(tmp_path, 1, "RUN", FAKE_RUN_EXIT="1", FAKE_NCCL_TIMEOUT="1", SLURM_JOB_ID="77")
+    assert code == 0, stderr
+    assert requeues(tmp_path) == ["requeue 77"] and "a collective timed out" in stderr
+    assert [command(launch)[1] for launch in launches] == ["run"]
+    assert not list((tmp_path / "work" / ".hung").glob("77*"))  # the next attempt starts without them
+
+
+def test_a_hung_evaluation_shard_requeues_the_job(tmp_path: Path) -> None:
+    """Evaluation shards run under the same watchdog; a hung one's marker requeues the job (before: exit non-zero,
+    the job ended), and the run resumes its evaluation from the records on disk."""
+    code, launches, _, stderr = submit(tmp_path, 1, "RUN", FAKE_EVAL_EXIT="75", FAKE_HUNG="1", SLURM_JOB_ID="78")
+    assert code == 0, stderr
+    assert requeues(tmp_path) == ["requeue 78"] and "an evaluation shard of RUN hung" in stderr
+    assert [command(launch)[1] for launch in launches] == ["run", "evaluate"]
+
+
+def test_a_smoke_job_writes_under_its_own_results_directory(tmp_path: Path) -> None:
+    """GROPD_RESULTS (submit_grid.sh's smoke stage): the check, the training and the evaluation all take --results,
+    so a 2-step smoke run never becomes the registered run's directory."""
+    code, launches, checks, stderr = submit(tmp_path, 1, "RUN", "train.steps=2", GROPD_RESULTS="results/smoke")
+    assert code == 0, stderr
+    assert checks[0]["argv"][-2:] == ["--results", "results/smoke"]
+    assert [command(launch)[1:5] for launch in launches] == [
+        ["--results", "results/smoke", "run", "RUN"],
+        ["--results", "results/smoke", "evaluate", "RUN"],
+    ]

@@ -58,7 +58,9 @@ class FakeVLLM:
     """Loopback server; `failures` is a list of HTTP codes the next completion calls answer with ("cut": a body that
     ends before its Content-Length, as from a server killed mid-answer; "not json": a 200 whose body is not JSON),
     `delays` the seconds the next ones take before answering (a request the client gave up on is answered into the
-    void)."""
+    void). `GET /health` answers as vLLM's health route does (vllm/entrypoints/serve/instrumentator/health.py): 200
+    and no body while its engine lives, whatever is queued; `health` lists the codes the next ones answer with
+    instead (503: EngineDeadError, or a server draining). Any other path but /v1/models is a 404."""
 
     def __init__(
         self,
@@ -67,8 +69,10 @@ class FakeVLLM:
         port: int = 0,
         max_model_len: int = 40960,
         delays: list[float] | None = None,
+        health: list[int] | None = None,
     ) -> None:
         self.served, self.failures, self.requests, self.delays = served, list(failures or []), [], list(delays or [])
+        self.health, self.gets = list(health or []), []
         self.in_flight, self.most_in_flight, self.lock = 0, 0, threading.Lock()
         fake = self
 
@@ -86,6 +90,15 @@ class FakeVLLM:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
+                fake.gets.append(self.path)
+                if self.path == "/health":
+                    self.send_response(fake.health.pop(0) if fake.health else 200)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if self.path != "/v1/models":
+                    self._send(404, {"detail": "Not Found"})
+                    return
                 self._send(
                     200,
                     {
@@ -417,8 +430,8 @@ def test_the_start_up_wait_has_a_limit_and_says_how_to_raise_it(monkeypatch) -> 
         teacher_wait_s({"GROPD_TEACHER_WAIT_S": "soon"})
 
 
-CHECK_ON_A_GPU_NODE = (
-    "import sys, gropd.runs.preflight_env as check; "
+CHECK_ON_A_GPU_NODE = (  # its hardware lines and its cgroup (none: a note) stand in for a GPU node's
+    "import sys, gropd.runs.preflight_env as check; check.cgroup.read_proc_cgroup = lambda: ''; "
     "check.environment_lines = lambda processes, serving, environ: []; sys.exit(check.main(sys.argv[1:]))"
 )
 
@@ -448,8 +461,9 @@ def test_teacher_server_script_as_the_readme_launches_it(experiments, tmp_path) 
         header.append(line)
     options = [line.split()[1].lstrip("-").split("=", 1) for line in header if line.startswith("#SBATCH")]
     sbatch = {option[0]: option[-1] for option in options}
-    assert sbatch["gpus-per-node"] == "8" and int(sbatch["cpus-per-task"]) >= 16 and sbatch["time"] == "48:00:00"
+    assert sbatch["gpus-per-node"] == "8" and int(sbatch["cpus-per-task"]) >= 16  # time, mem: tests/test_job_plan.py
     assert "requeue" in sbatch  # a preempted server comes back (and rewrites its address)
+    assert sbatch["signal"] == "B:USR1@600"  # ... and one at its time limit (test_the_server_requeues_itself...)
 
     write_fake_lock(experiments)
     root, full = experiments.parent, "9216db5" + "0" * 33
@@ -511,6 +525,37 @@ def test_teacher_server_script_as_the_readme_launches_it(experiments, tmp_path) 
     assert launch().returncode == 0
     args = (tmp_path / "args").read_text().split()
     assert args[args.index("--max-num-batched-tokens") + 1] == "4096"
+
+    # Slurm signals the batch shell 600 s before the time limit (sbatch --signal=B:USR1@600, sbatch(1)): the script,
+    # its server serving in the background, requeues its own job (`scontrol requeue`) and goes on serving until
+    # Slurm ends it (SIGTERM, which it passes on to the server); before, `exec vllm serve` ran to the limit and its
+    # runs then waited 30 minutes and failed.
+    import signal
+    import time
+
+    (venv_bin / "vllm").write_text(
+        '#!/usr/bin/env bash\necho "$@" > "$VLLM_ARGS"\ntrap "echo stopped >> $VLLM_ARGS; exit 0" TERM\n'
+        "while true; do sleep 0.1; done\n"
+    )
+    (tools / "scontrol").write_text('#!/usr/bin/env bash\necho "$*" >> "$REQUEUES"\n')
+    (tools / "scontrol").chmod(stat.S_IRWXU)
+    (tmp_path / "args").unlink()
+    env |= {"SLURM_JOB_ID": "99", "REQUEUES": str(tmp_path / "requeues")}
+    job = subprocess.Popen(["bash", str(script), "I32"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "args").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        job.send_signal(signal.SIGUSR1)
+        while not (tmp_path / "requeues").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (tmp_path / "requeues").read_text() == "requeue 99\n" and job.poll() is None  # still serving
+        job.send_signal(signal.SIGTERM)
+        job.wait(timeout=30)
+    finally:
+        job.kill()
+    assert "the time limit is near: requeueing job 99" in job.stderr.read().decode()
+    assert (tmp_path / "args").read_text().splitlines()[-1] == "stopped"
 
 
 def test_requests_are_split_and_timed_by_their_tokens(monkeypatch) -> None:

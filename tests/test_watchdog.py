@@ -8,8 +8,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
-from gropd.train.watchdog import HUNG_EXIT, StepWatchdog, deadline_s
+import pytest
+
+from gropd.train.watchdog import ALLOWANCE_S, HUNG_EXIT, StepWatchdog, deadline_s
 from gropd.train.world import DEFAULT_TIMEOUT_S
 
 
@@ -96,3 +99,118 @@ def test_a_hang_leaves_the_marker_and_exits_for_a_requeue(tmp_path: Path) -> Non
     )
     assert result.returncode == HUNG_EXIT == 75
     assert marker.read_text() == "rank 3 waited\n" and "error: rank 3 waited" in result.stderr
+
+
+def test_a_rank_hung_before_its_first_step_is_found_at_the_plans_start_up_deadline() -> None:
+    """From the run's start (engines built, first step) the plan's start-up deadline holds; before, nothing did
+    until a step had been timed, so a hang in the engines' build or step 1 idled the job for the process group's 2 h.
+    The first step's end is still under it; from then on the step rule holds."""
+    now = {"t": 0.0}
+    dog = StepWatchdog(600.0, "run r, rank 5", on_hang=lambda reason: None, clock=lambda: now["t"], startup_s=2165.0)
+    now["t"] = 2165.0
+    assert dog.overdue() is None
+    now["t"] = 2166.0  # still building its engines
+    assert "run r, rank 5: no first step done 2166 s after its start, over the plan's start-up deadline of 2165 s" in (
+        dog.overdue() or ""
+    )
+    dog = StepWatchdog(600.0, "run r, rank 5", on_hang=lambda reason: None, clock=lambda: now["t"], startup_s=2165.0)
+    now["t"] += 700.0
+    dog.beat()  # built in 700 s: step 1 starts
+    now["t"] += 1466.0  # step 1 not done 2,166 s after the start
+    assert "start-up deadline of 2165 s" in (dog.overdue() or "")
+    now["t"] -= 166.0
+    dog.beat()  # step 1 done in 1,300 s: the step rule from here, 600 + 4 x 1,300
+    assert dog.steps_s == [1300.0] and dog.overdue() is None
+    now["t"] += 5800.0
+    assert dog.overdue() is None
+    now["t"] += 1.0
+    assert "over 5800 s" in (dog.overdue() or "")
+
+
+def test_a_process_that_stood_still_during_its_start_up_is_not_hung() -> None:
+    now = {"t": 0.0}
+    dog = StepWatchdog(600.0, "run r, rank 0", on_hang=lambda reason: None, clock=lambda: now["t"], startup_s=100.0)
+    now["t"] = 5090.0
+    dog.suspended(5000.0)  # stood still 5,000 s of them (the thread woke that late)
+    assert dog.overdue() is None
+    now["t"] = 5101.0
+    assert "no first step done 101 s after its start" in (dog.overdue() or "")
+
+
+def test_the_collective_timeout_is_the_plans_unless_the_launch_sets_one(monkeypatch) -> None:
+    """GROPD_COLLECTIVE_TIMEOUT_S wins; else the run's planned timeout in whole seconds (a paper run's
+    RunLimits.collective_s, minutes); else DEFAULT_TIMEOUT_S (the tiny and rehearsal profiles, unchanged)."""
+    from gropd.train.world import process_group_timeout
+
+    monkeypatch.delenv("GROPD_COLLECTIVE_TIMEOUT_S", raising=False)
+    assert process_group_timeout(1404.3).total_seconds() == 1405
+    assert process_group_timeout(None).total_seconds() == DEFAULT_TIMEOUT_S == 7200
+    monkeypatch.setenv("GROPD_COLLECTIVE_TIMEOUT_S", "900")
+    assert process_group_timeout(1404.3).total_seconds() == 900
+
+
+def test_an_evaluation_shard_beats_once_a_chunk_and_a_hung_one_is_ended(tmp_path: Path) -> None:
+    """The evaluation runner calls its `on_chunk` after each chunk it writes (2 suites of 5 and 2 questions in
+    chunks of 2 prompts: 3 + 1 chunks), so a shard runs under the same watchdog as training (gropd/runs/
+    evaluation.py); a shard whose engine hangs in its first chunk is ended at its start-up deadline."""
+    import threading
+
+    from test_eval_runner import SAMPLING, SUITES, FakeEngine, decode, render
+
+    from eval.runner import evaluate_model
+
+    def evaluate(engine: FakeEngine, out: Path, on_chunk) -> None:
+        evaluate_model(
+            engine,
+            suites=SUITES,
+            render_prompt=render,
+            decode=decode,
+            out_dir=out,
+            sampling=SAMPLING,
+            seed=3,
+            batch_prompts=2,
+            progress=False,
+            on_chunk=on_chunk,
+        )
+
+    beats: list[int] = []
+    evaluate(FakeEngine(), tmp_path / "one", lambda: beats.append(1))
+    assert len(beats) == 3 + 1
+
+    released, reasons = threading.Event(), []
+
+    class HungEngine(FakeEngine):
+        def generate(self, prompt_ids, n, sampling, seed):
+            released.wait(10.0)  # a wedged engine: its call never returns (here: until the watchdog says so)
+            return super().generate(prompt_ids, n, sampling, seed)
+
+    def hung(reason: str) -> None:
+        reasons.append(reason)
+        released.set()
+
+    dog = StepWatchdog(ALLOWANCE_S, "evaluation of r, shard 0 of 1", on_hang=hung, poll_s=0.01, startup_s=0.2)
+    dog.start()
+    dog.beat()  # its engine built
+    started = time.monotonic()
+    evaluate(HungEngine(), tmp_path / "hung", dog.beat)
+    dog.stop()
+    assert len(reasons) == 1 and "start-up deadline of 0 s" in reasons[0] and time.monotonic() - started < 5.0
+
+
+def test_a_teacher_server_away_past_the_wait_leaves_the_marker_that_requeues(tmp_path: Path, monkeypatch) -> None:
+    """Before: a run whose server stayed away longer than GROPD_TEACHER_WAIT_S (a server requeued behind other jobs,
+    past its time limit) failed, exit 1, no marker, so its job ended for good. Now it still fails (its session records
+    why) and leaves the job's marker: slurm_run.sbatch requeues the job, and the run resumes waiting for its server."""
+    import gropd.train.loop as loop
+    from gropd.model.teacher.server import TeacherServerAway
+
+    def away(*args) -> dict:
+        raise TeacherServerAway("the teacher server (the address in .teachers/I32.url) was not alive within 1800 s")
+
+    marker = tmp_path / ".hung" / "4242"
+    monkeypatch.setenv("GROPD_HUNG_MARKER", str(marker))
+    monkeypatch.setattr(loop, "_train", away)
+    config = SimpleNamespace(run_id="r", backend=SimpleNamespace(teacher="server"))
+    with pytest.raises(TeacherServerAway):
+        loop.train_run(config, None, None)
+    assert "was not alive within 1800 s; the job is requeued to wait for it again" in marker.read_text()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Serve a paper teacher with `vllm serve` at the revision pinned in experiments/lock.yaml.
 #
-#   sbatch experiments/launch/teacher_server.sh I32                 (a whole 8-GPU node, 48 h: 4 replicas of TP 2)
+#   sbatch experiments/launch/teacher_server.sh I32                 (a whole 8-GPU node: 4 replicas of TP 2)
 #   experiments/launch/teacher_server.sh LABEL [TP] [PORT]          (on a GPU node you are logged in to)
 #
 # LABEL is a model label of the paper profile (experiments/models.yaml: I32, I4, B4); TP the
@@ -17,6 +17,15 @@
 # snapshot in the Hub cache; exit 2 with a line naming what to set), and `python -m gropd.model.fit` that
 # weights, the KV cache of one MAX_MODEL_LEN sequence and the prompt-log-prob workspace fit
 # GPU_MEMORY_UTILIZATION of each GPU (exit 2 if not).
+# Its life follows its runs: experiments/launch/submit_grid.sh submits it with its grid and ends it (scancel) once the
+# grid's array has ended (a job of its own, --dependency=afterany on the array). Its time limit is the plan's: 18 h =
+# the longest served Table 1 run's start-up deadline (5,178 s) + 200 steps x its longest step (289 s), 63,075 s, in
+# whole hours (`python -m gropd.runs.job_plan`; tests/test_job_plan.py checks this line against it). Ten minutes
+# before the limit Slurm signals it (--signal=B:USR1@600) and it requeues itself (`scontrol requeue`): its runs wait
+# for it (GROPD_TEACHER_WAIT_S) and find it again through its address file, or, when it takes longer, requeue
+# themselves (the marker of slurm_run.sbatch) and resume from their last checkpoint. Host memory (--mem): 64 GiB =
+# (8 GPUs x (a vLLM worker 3 GiB + an engine core 3 GiB) + the API server 3 GiB) = 51 GiB, x 1.25, up to a multiple
+# of 8 GiB (the weights go through the page cache, which the kernel reclaims; gropd/runs/job_plan.py).
 # Each time it starts it writes its address (this node's name, not the 0.0.0.0 it listens on) to
 # ${GROPD_TEACHER_DIR:-.teachers}/LABEL.url, where runs without backend.teacher_url find it, at start-up and
 # again whenever it goes away mid-run: a preempted server is requeued (--requeue) and found on its new node.
@@ -41,7 +50,9 @@
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=8
 #SBATCH --cpus-per-task=32
-#SBATCH --time=48:00:00
+#SBATCH --mem=64G
+#SBATCH --time=18:00:00
+#SBATCH --signal=B:USR1@600
 #SBATCH --requeue
 #SBATCH --output=gropd-teacher-%j.out
 set -euo pipefail
@@ -92,7 +103,8 @@ mkdir -p "$teachers"
 echo "http://${address}:${port}" > "${teachers}/.${label}.url.$$" && mv -f "${teachers}/.${label}.url.$$" "${teachers}/${label}.url"
 echo "serving ${repo}@${revision} (${replicas} replica(s) of tp=${tp}) on ${host}:${port}; runs find it in ${teachers}/${label}.url, or give" >&2
 echo "  backend.teacher_url=http://${address}:${port}   (TEACHER_URL=http://${address}:${port} for slurm_run.sbatch)" >&2
-exec vllm serve "$repo" \
+# in the background, so that this shell takes Slurm's signal before the time limit and requeues the job (see above)
+vllm serve "$repo" \
   --revision "$revision" \
   --tokenizer-revision "$revision" \
   --served-model-name "${repo}@${revision}" \
@@ -103,4 +115,19 @@ exec vllm serve "$repo" \
   "${batched[@]}" \
   --gpu-memory-utilization "$memory" \
   --host "$host" \
-  --port "$port"
+  --port "$port" &
+server=$!
+requeue() {
+  echo "the time limit is near: requeueing job ${SLURM_JOB_ID:-} so that its runs find the server again" >&2
+  [[ -n "${SLURM_JOB_ID:-}" ]] && scontrol requeue "$SLURM_JOB_ID"
+}
+trap requeue USR1
+trap 'kill -TERM "$server" 2>/dev/null' TERM INT
+set +e
+wait "$server"
+code=$?
+while (( code > 128 )) && kill -0 "$server" 2>/dev/null; do  # a signal ended the wait, not the server
+  wait "$server"
+  code=$?
+done
+exit "$code"

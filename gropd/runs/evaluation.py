@@ -126,29 +126,45 @@ def evaluate_run(
     config: RunConfig, manifests: Manifests, run_dir: RunDir, shard: tuple[int, int] = (0, 1)
 ) -> dict[str, Any] | None:
     """Write run_dir/eval/<suite>.jsonl and summary.json (resuming a partial evaluation) as shard
-    (rank, world) of the evaluation; the summary on rank 0, None on the others."""
+    (rank, world) of the evaluation; the summary on rank 0, None on the others. The shard runs under a watchdog
+    (gropd/train/watchdog.py) beaten once a chunk: a paper run's shard has the plan's deadline for its engine's
+    build and first chunk (gropd/runs/job_plan.py: evaluation_startup_s), then the step rule over its chunks."""
     import torch
 
     from gropd.model.components import PromptRenderer
+    from gropd.train.watchdog import ALLOWANCE_S, StepWatchdog
 
-    if config.backend.threads:
-        torch.set_num_threads(config.backend.threads)
-    ref, mode = model_under_test(config, manifests, run_dir)
-    tokenizer = load_tokenizer(ref)
-    block = config.eval.sampling[mode]
-    return evaluate_model(
-        build_eval_engine(config, ref, mode, tokenizer),
-        suites=suites_for(config, manifests),
-        render_prompt=PromptRenderer(tokenizer, mode, config.prompt.instruction),
-        decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=False),
-        out_dir=run_dir.eval_dir,
-        sampling=SamplingSettings(block.temperature, block.top_p, block.max_new_tokens),
-        seed=evaluation_seed(config),
-        batch_prompts=config.eval.batch_prompts,
-        model=ref.describe(),
-        mode=mode,
-        thinking=mode == "think",
-        shard=shard,
-        shard_lost=lambda rank: shard_ended(run_dir.root, rank),
-        grading_workers=config.backend.threads,  # the run's CPU share (None: eval.grading's default)
-    )
+    startup_s = None
+    if config.profile == "paper" and config.kind == "train" and config.backend.rollout == "vllm":
+        from gropd.runs.job_plan import evaluation_startup_s
+
+        startup_s = evaluation_startup_s(config, manifests)
+    what = f"evaluation of {config.run_id}, shard {shard[0]} of {shard[1]}"
+    watchdog = StepWatchdog(ALLOWANCE_S, what, startup_s=startup_s).start()
+    try:
+        if config.backend.threads:
+            torch.set_num_threads(config.backend.threads)
+        ref, mode = model_under_test(config, manifests, run_dir)
+        tokenizer = load_tokenizer(ref)
+        block = config.eval.sampling[mode]
+        engine = build_eval_engine(config, ref, mode, tokenizer)
+        watchdog.beat()  # built: the first chunk is timed from here (its end still under the start-up deadline)
+        return evaluate_model(
+            engine,
+            suites=suites_for(config, manifests),
+            render_prompt=PromptRenderer(tokenizer, mode, config.prompt.instruction),
+            decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=False),
+            out_dir=run_dir.eval_dir,
+            sampling=SamplingSettings(block.temperature, block.top_p, block.max_new_tokens),
+            seed=evaluation_seed(config),
+            batch_prompts=config.eval.batch_prompts,
+            model=ref.describe(),
+            mode=mode,
+            thinking=mode == "think",
+            shard=shard,
+            shard_lost=lambda rank: shard_ended(run_dir.root, rank),
+            grading_workers=config.backend.threads,  # the run's CPU share (None: eval.grading's default)
+            on_chunk=watchdog.beat,
+        )
+    finally:
+        watchdog.stop()

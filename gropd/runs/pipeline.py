@@ -41,6 +41,7 @@ from gropd.runs.lifecycle import (
 )
 from gropd.runs.preflight import job_gpu_split
 from gropd.runs.session import Ranks, refuse_live_owner, run_session
+from gropd.train.watchdog import RunLimits
 from gropd.train.world import rank_share
 
 
@@ -104,14 +105,26 @@ def execute(
     set before torch loads, or is refused.
     """
     enter(config.backend.numerics)
-    ranks = Ranks.of(config)
+    limits = planned_limits(config, manifests)
+    ranks = Ranks.of(config, limits.collective_s if limits else None)
     if config.kind == "train":
         rank_share(config.train, ranks.world)
     root = RunDir.at(results_root, config.profile, config.run_id).root
     with hold_run(root, held=ranks.main):  # one writer per run (gropd/record/run_lock.py), before anything
         if ranks.main:
             refuse_live_owner(RunDir(root))  # a writer whose lock file was deleted still holds the run
-        return _execute(config, manifests, results_root, force, ranks, root, set_by or {})
+        return _execute(config, manifests, results_root, force, ranks, root, set_by or {}, limits)
+
+
+def planned_limits(config: RunConfig, manifests: Manifests) -> RunLimits | None:
+    """A paper training run's start-up deadline and collective timeout from its plan (gropd/runs/job_plan.py: its
+    vLLM engines'); None for the other profiles (their runs keep the watchdog's step rule and DEFAULT_TIMEOUT_S)."""
+    if config.profile != "paper" or config.kind != "train" or config.backend.rollout != "vllm":
+        return None
+    from gropd.model.components import teacher_wait_s
+    from gropd.runs.job_plan import run_limits
+
+    return run_limits(config, manifests, teacher_wait_s(os.environ))
 
 
 def _execute(
@@ -122,6 +135,7 @@ def _execute(
     ranks: Ranks,
     root: Path,
     set_by: dict[str, str],
+    limits: RunLimits | None,
 ) -> dict[str, Any]:
     if force and ranks.main:
         shutil.rmtree(root, ignore_errors=True)
@@ -151,7 +165,7 @@ def _execute(
             from gropd.train.loop import train_run
 
             split = job_gpu_split(config, manifests)  # null engine shares: fit.py's split of this job's card
-            ended = train_run(split, manifests, run_dir)  # ends every rank's process group
+            ended = train_run(split, manifests, run_dir, limits)  # ends every rank's process group
             status = run_dir.update_status(**ended) if ranks.main else {**status, **ended}
         if config.kind == "score" and status["status"] == "running":
             from gropd.train.scoring import score_run

@@ -14,9 +14,15 @@ holds the GPU environment of `./reproduce.sh gpu-env`), and a command to run by 
                     package a dependency moved without a file naming it fails: the CPU suite never ran it)
     snapshots       every model and dataset pinned in experiments/lock.yaml is in the Hub cache, which the job
                     reads offline (HF_HUB_OFFLINE=1 unless it is 0: then a missing one is downloaded, a note)
-    teacher server  each teacher the profile's Table 1 runs score through a server answers /v1/models with its
-                    pinned `<repo>@<revision>` at TEACHER_URL or its address file (gropd/model/teacher/server.py);
-                    another model fails, no answer yet is a note (its runs wait GROPD_TEACHER_WAIT_S for it)
+    teacher server  the job's run (--run; without it, each Table 1 run) whose teacher is served finds its server
+                    alive (GET /health) listing its pinned `<repo>@<revision>` (/v1/models) at TEACHER_URL or its
+                    address file, within CHECK_WAIT_S of the wait its run waits anyway (gropd/model/teacher/
+                    server.py: wait_for_server, backoff from 1 s): liveness, never a generation, which a busy server
+                    answers late. Another model fails; no answer yet is a note (its runs wait GROPD_TEACHER_WAIT_S);
+                    a run whose teacher is not served looks at no server
+    host memory     the job's cgroup memory limit (cgroup v2 memory.max, v1 memory.limit_in_bytes, the least of
+                    the job's cgroup and its parents) holds what the plan needs on this node (gropd/runs/job_plan.py:
+                    the --mem of experiments/launch/*.sh*); below it, the job would be killed at its first checkpoint
     disk            the results directory's filesystem holds one run's checkpoints: float32 masters and AdamW
                     state (12 bytes a parameter) for keep_checkpoints + 1 checkpoints, and the bf16 final model
     run locks       flock(2) works in results/<profile>/.locks (without it a run's lock is a soft lock file that a
@@ -26,7 +32,8 @@ holds the GPU environment of `./reproduce.sh gpu-env`), and a command to run by 
 
 Each check prints one line, `ok`, `note` or `FAILED` (saying what to set); exit 2 when any failed.
 
-    python -m gropd.runs.preflight_env [--processes N] [--serving LABEL] [--results DIR] [--profile paper]
+    python -m gropd.runs.preflight_env [--processes N] [--serving LABEL | --run RUN_ID] [--results DIR]
+                                       [--profile paper]
 """
 
 from __future__ import annotations
@@ -41,13 +48,18 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gropd.config import ConfigError, load_manifests, resolve_run
 from gropd.config.lock import read_lock
 from gropd.config.manifests import Manifests
+from gropd.config.schema import RunConfig
 from gropd.model.hardware import MIN_DRIVER, nvidia_gpus, why_not_usable
 from gropd.record.run_lock import LOCKS, flock_problem
+from gropd.runs import cgroup
+
+if TYPE_CHECKING:
+    from gropd.model.teacher.server import TeacherAddress
 
 EXPERIMENTS = Path("experiments")
 CPU_REQUIREMENTS, GPU_REQUIREMENTS = Path("requirements.txt"), Path("requirements-gpu.txt")
@@ -266,45 +278,36 @@ def hub_cache_gap(kind: str, repo: str, full: str) -> str | None:
     return f"missing {', '.join(absent[:3])}{' ...' if len(absent) > 3 else ''}" if absent else None
 
 
-def teacher_line(
-    label: str, expected: str, url: str | None, where: str, ask: Callable[[str, dict[str, Any] | None], dict[str, Any]]
-) -> Line:
-    """A served teacher: its server answers /v1/models at `url` (from TEACHER_URL or its address file, `where`)
-    with `expected`, and its engine scores two tokens (vLLM lists its model before, and without, a working engine: a
-    hung engine passed, and each rank then waited up to GROPD_TEACHER_WAIT_S). `ask(endpoint, payload)` is the GET
-    (payload None) or POST."""
-    from gropd.model.teacher.server import (
-        TeacherServerError,
-        TeacherServerUnavailable,
-        check_served_model,
-        completion_payload,
-        parse_completion_response,
-    )
+CHECK_WAIT_S = 30.0  # of the server wait a run waits anyway: a few looks (1, 2, 4, 8, 10, 5 s apart)
+
+
+def teacher_line(label: str, expected: str, address: TeacherAddress, where: str, wait_s: float = CHECK_WAIT_S) -> Line:
+    """A served teacher: its server, at `address` (TEACHER_URL or its address file, `where`), is alive and lists
+    `expected` within `wait_s` (wait_for_server: GET /health, then /v1/models, with backoff). No generation is
+    asked: a server scoring other runs' rows answers a completion only after them, and its runs wait anyway."""
+    from gropd.model.teacher.server import TeacherServerAway, TeacherServerError, wait_for_server
 
     start = f"sbatch experiments/launch/teacher_server.sh {label}"
-    if url is None:
+    if address.current() is None:
         return Line(
             "note",
             "teacher server",
             f"{label}: no address yet ({where}): is `{start}` queued? its runs wait up to GROPD_TEACHER_WAIT_S for it",
         )
     try:
-        card = check_served_model(ask(f"{url}/v1/models", None), expected, url)
-    except TeacherServerUnavailable as err:
+        url, card = wait_for_server(address, expected, wait_s)
+    except TeacherServerAway as err:
+        last = str(err).split("(last: ", 1)[-1].rsplit("); is ", 1)[0]
         return Line(
             "note",
             "teacher server",
-            f"{label}: {url} ({where}) does not answer yet ({str(err).split('last error: ')[-1]}); its runs wait "
-            "up to GROPD_TEACHER_WAIT_S for it",
+            f"{label}: {address.current()} ({where}) not alive within {wait_s:.0f} s ({last}); its runs wait up to "
+            "GROPD_TEACHER_WAIT_S for it",
         )
-    except TeacherServerError as err:
+    except TeacherServerError as err:  # it answered: with another model, or an HTTP error that is not transient
         return Line("FAILED", "teacher server", f"{label}: {err}")
-    try:  # one prefill of tokens 0 and 1, the log-prob of token 1 back: what a rank asks, at its smallest
-        parse_completion_response(ask(f"{url}/v1/completions", completion_payload(expected, [[0, 1]])), [[0]], [[1]])
-    except TeacherServerError as err:  # (unavailable too: it listed its model, so the server is up)
-        problem = f"lists {expected} but did not score two tokens ({err}): its engine is not serving"
-        return Line("FAILED", "teacher server", f"{label}: {url} {problem}; restart it (`{start}`)")
-    return Line("ok", "teacher server", f"{label}: {url} serves {expected} (max_model_len {card.get('max_model_len')})")
+    served = f"{url} is alive, serving {expected} (max_model_len {card.get('max_model_len')})"
+    return Line("ok", "teacher server", f"{label}: {served}")
 
 
 def disk_line(free: int, parameters: dict[str, int], keep: int, where: Path) -> Line:
@@ -329,24 +332,61 @@ def disk_line(free: int, parameters: dict[str, int], keep: int, where: Path) -> 
     )
 
 
-def run_settings(manifests: Manifests, profile: str) -> tuple[dict[str, str], dict[str, str], int]:
-    """(served teacher label -> pinned served name, student label -> Hub repo, keep_checkpoints) of the profile's
-    Table 1 runs, as resolved (pairings.yaml's per-profile settings included)."""
-    from gropd.model.checkpoints import checkpoint_ref
+def job_runs(manifests: Manifests, profile: str, run: str | None, results: Path) -> list[RunConfig]:
+    """The job's run (`run`, resolved as `gropd.cli run` resolves it), or without one the profile's Table 1 runs
+    (pairings.yaml's per-profile settings included)."""
     from gropd.runs.pipeline import grid_entries
+    from gropd.runs.plan import plan_run_id
+
+    if run:
+        return [plan_run_id(manifests, profile, run, [], results).config]
+    return [
+        resolve_run(None, profile, manifests, [], entry_values=entry.values)
+        for entry in grid_entries(manifests, ["table1"])
+    ]
+
+
+def run_settings(manifests: Manifests, configs: list[RunConfig]) -> tuple[dict[str, str], dict[str, str], int]:
+    """(served teacher label -> pinned served name, student label -> Hub repo, keep_checkpoints) of `configs`."""
+    from gropd.model.checkpoints import checkpoint_ref
 
     served, students, keep = {}, {}, 0
-    for entry in grid_entries(manifests, ["table1"]):
-        config = resolve_run(None, profile, manifests, [], entry_values=entry.values)
+    for config in configs:
         pairing, keep = manifests.pairings[config.pairing], config.train.keep_checkpoints
-        students[pairing["student"]["model"]] = manifests.model(profile, pairing["student"]["model"])["source"].get(
-            "repo"
-        )
+        students[pairing["student"]["model"]] = manifests.model(config.profile, pairing["student"]["model"])[
+            "source"
+        ].get("repo")
         if config.backend.teacher == "server":
             served[pairing["teacher"]["model"]] = checkpoint_ref(
-                manifests, profile, pairing["teacher"]["model"]
+                manifests, config.profile, pairing["teacher"]["model"]
             ).describe()
     return served, students, keep
+
+
+def host_memory_line(limit: int | None, need_gib: int, how: str) -> Line:
+    """The job's cgroup memory limit (bytes, None: none) against the `need_gib` its plan derives (`how`)."""
+    if limit is None:
+        return Line("note", "host memory", "no cgroup memory limit: nothing caps this job below the node's memory")
+    have = f"the job's cgroup allows {limit / 2**30:.1f} GiB, its plan needs {need_gib} GiB ({how})"
+    if limit < need_gib * 2**30:
+        fix = f"submit with --mem={need_gib}G (the scripts ask it; an --mem on the command line or a site default wins)"
+        return Line("FAILED", "host memory", f"{have}: {fix}")
+    return Line("ok", "host memory", have)
+
+
+def plan_memory(
+    manifests: Manifests, configs: list[RunConfig], processes: int, serving: bool
+) -> tuple[int, str] | None:
+    """(GiB, derivation) the job's node needs (gropd/runs/job_plan.py), None outside the paper profile."""
+    from gropd.runs.job_plan import HostMemory, server_memory, trainer_memory
+
+    if serving:
+        memory = server_memory(processes)
+    elif configs and all(config.profile == "paper" for config in configs):
+        memory = max((trainer_memory(config, manifests, processes) for config in configs), key=HostMemory.gib)
+    else:
+        return None
+    return memory.gib(), memory.describe()
 
 
 def environment_lines(processes: int, serving: bool, environ: Mapping[str, str]) -> list[Line]:
@@ -381,9 +421,9 @@ def environment_lines(processes: int, serving: bool, environ: Mapping[str, str])
     return lines
 
 
-def pinned_lines(args: argparse.Namespace, environ: Mapping[str, str]) -> list[Line]:
-    """Snapshots, teacher servers and disk, from experiments/lock.yaml and the profile's Table 1 runs."""
-    from gropd.model.teacher.server import request_json, teacher_address
+def pinned_lines(args: argparse.Namespace, environ: Mapping[str, str], processes: int) -> list[Line]:
+    """Snapshots, host memory, teacher servers and disk, from experiments/lock.yaml and the job's runs."""
+    from gropd.model.teacher.server import teacher_address
 
     lock_path = EXPERIMENTS / "lock.yaml"
     if not lock_path.exists():
@@ -395,18 +435,18 @@ def pinned_lines(args: argparse.Namespace, environ: Mapping[str, str]) -> list[L
             )
         ]
     manifests, lock = load_manifests(EXPERIMENTS), read_lock(lock_path)
-    served, students, keep = run_settings(manifests, args.profile)
+    configs = [] if args.serving else job_runs(manifests, args.profile, args.run, args.results)
     only = manifests.model(args.profile, args.serving)["source"].get("repo") if args.serving else None
     lines = snapshot_lines(lock, hub_cache_gap, environ.get("HF_HUB_OFFLINE", "1") not in ("", "0"), only)
+    if args.profile == "paper" and (need := plan_memory(manifests, configs, processes, bool(args.serving))):
+        lines.append(host_memory_line(cgroup.memory_limit(cgroup.read_proc_cgroup(), cgroup.ROOT), *need))
     if args.serving:
         return lines
-    ask = lambda endpoint, payload: request_json(  # noqa: E731
-        endpoint, payload, timeout_s=10.0 if payload is None else 60.0, max_retries=0, backoff_s=0.0
-    )
+    served, students, keep = run_settings(manifests, configs)
     for label, expected in served.items():
         address = teacher_address(environ.get("TEACHER_URL"), label, environ)
         where = "TEACHER_URL" if address.url else str(address.file)
-        lines.append(teacher_line(label, expected, address.current(), where, ask))
+        lines.append(teacher_line(label, expected, address, where))
     results = args.results if args.results.exists() else Path(".")
     lines.append(disk_line(shutil.disk_usage(results).free, student_parameters(students, lock), keep, args.results))
     lines.append(flock_line(args.results / args.profile / LOCKS))
@@ -463,14 +503,16 @@ def nodes_line(environ: Mapping[str, str], locks: Path) -> Line | None:
 def main(argv: list[str] | None = None, environ: Mapping[str, str] = os.environ) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--processes", type=int, help="processes the job starts on this node, one per GPU")
-    parser.add_argument("--serving", metavar="LABEL", help="this node serves LABEL (teacher_server.sh)")
+    job = parser.add_mutually_exclusive_group()
+    job.add_argument("--serving", metavar="LABEL", help="this node serves LABEL (teacher_server.sh)")
+    job.add_argument("--run", metavar="RUN_ID", help="the job's run (slurm_run.sbatch): its teacher, its memory")
     parser.add_argument("--results", type=Path, default=Path("results"), help="where runs write (default results/)")
     parser.add_argument("--profile", default="paper")
     args = parser.parse_args(argv)
     processes = args.processes or default_processes(environ)
     lines = environment_lines(processes, bool(args.serving), environ)
     try:
-        lines += pinned_lines(args, environ)
+        lines += pinned_lines(args, environ, processes)
     except ConfigError as err:  # a broken lock, a model it lacks, an unknown label: one line too
         lines.append(Line("FAILED", "experiments", str(err)))
     if not args.serving and (line := nodes_line(environ, args.results / args.profile / LOCKS)):

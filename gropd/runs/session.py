@@ -48,16 +48,17 @@ class Ranks:
     rank: int
     world: int
     device: str
+    collective_s: float | None = None  # the run's planned collective timeout (gropd/runs/job_plan.py), if any
 
     @staticmethod
-    def of(config: Any) -> Ranks:
+    def of(config: Any, collective_s: float | None = None) -> Ranks:
         """This process's rank and world, from the launcher's environment (accelerate launch, torchrun)."""
         device = config.backend.device
         if device == "auto":  # torch only to look: a run on a named device is planned without it
             import torch
 
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        return Ranks(int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), device)
+        return Ranks(int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), device, collective_s)
 
     @property
     def main(self) -> bool:
@@ -73,7 +74,7 @@ class Ranks:
 
         from gropd.train.world import process_group_timeout
 
-        PartialState(cpu=self.device == "cpu", timeout=process_group_timeout()).wait_for_everyone()
+        PartialState(cpu=self.device == "cpu", timeout=process_group_timeout(self.collective_s)).wait_for_everyone()
 
 
 @contextmanager

@@ -48,6 +48,7 @@ from gropd.model.components import (
 )
 from gropd.model.fit import GIB, Architecture, run_trainer_memory
 from gropd.model.rollout.base import require_sampler_logprobs, samples_a_copy
+from gropd.model.teacher.server import TeacherServerAway
 from gropd.record import tracking
 from gropd.record.run_dir import RunDir, seal
 from gropd.record.run_lock import require_held
@@ -55,14 +56,14 @@ from gropd.train.device_memory import held_gib
 from gropd.train.prompts import PromptSampler, load_prompt_pool
 from gropd.train.step import StepContext, assign_prompts, print_progress, step_seed, train_step
 from gropd.train.tied_weights import tied_weights_saved_quietly
-from gropd.train.watchdog import ALLOWANCE_S, StepWatchdog
+from gropd.train.watchdog import ALLOWANCE_S, RunLimits, StepWatchdog, leave_marker
 from gropd.train.world import layout_note, process_group_timeout, rank_share
 from gropd.vector_math import VML_FREE
 
 MIXED_PRECISION = {"float32": "no", "bfloat16": "bf16"}  # backend.dtype -> accelerate's mixed_precision
 
 
-def make_accelerator(config: RunConfig, run_root: Path) -> Accelerator:
+def make_accelerator(config: RunConfig, run_root: Path, collective_s: float | None = None) -> Accelerator:
     """The run's Accelerator, with its trackers (config.tracking) writing under run_root/tracking.
 
     Precision comes from the run's config, not the launch config: the student is loaded in float32
@@ -73,8 +74,8 @@ def make_accelerator(config: RunConfig, run_root: Path) -> Accelerator:
     would cast them to bf16). On a CPU accelerate does not apply FSDP at all (it runs MULTI_CPU/gloo);
     fsdp_on_cpu makes it take its FSDP2 path there too, so the rehearsal runs the cluster's code.
 
-    The process group waits process_group_timeout() for a collective (NCCL's default is 600 s), when
-    this Accelerator is the one that creates it (Ranks.meet creates it first, with the same timeout).
+    The process group waits process_group_timeout(collective_s) for a collective (NCCL's default is 600 s),
+    when this Accelerator is the one that creates it (Ranks.meet creates it first, with the same timeout).
     split_batches=True makes the prepared scheduler step once per optimiser step: with False, accelerate
     1.15.0's AcceleratedScheduler.step (scheduler.py, "num_processes steps per training step") steps it
     once per process, for dataloaders that multiply the batch by the process count; ours do not (the
@@ -103,7 +104,7 @@ def make_accelerator(config: RunConfig, run_root: Path) -> Accelerator:
         mixed_precision=mixed,
         fsdp_plugin=plugin,
         dataloader_config=DataLoaderConfiguration(split_batches=True),
-        kwargs_handlers=[InitProcessGroupKwargs(timeout=process_group_timeout())],
+        kwargs_handlers=[InitProcessGroupKwargs(timeout=process_group_timeout(collective_s))],
         **tracking.accelerator_kwargs(config.tracking, run_root),
     )
     if plugin is not None and cpu:
@@ -238,9 +239,29 @@ def local_questions(sampler: PromptSampler, config: RunConfig, step: int, accele
     return [questions[i] for i in mine]
 
 
-def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
-    """Train until `train.steps` or collapse; returns the final status. Resumes from the last checkpoint."""
-    accelerator = make_accelerator(config, run_dir.root)
+def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir, limits: RunLimits | None = None) -> dict:
+    """Train until `train.steps` or collapse; returns the final status. Resumes from the last checkpoint. The
+    rank's watchdog runs from here: `limits` (the paper profile's, gropd/runs/job_plan.py) give it a start-up
+    deadline up to the first step's end and the process group its collective timeout. A teacher server that stays
+    away longer than the run waits for it (GROPD_TEACHER_WAIT_S: its job queued again, or past its time limit) fails
+    the run as before, and leaves the job's marker (GROPD_HUNG_MARKER): the job requeues itself and the run resumes
+    from its last checkpoint, waiting for the server again."""
+    allowance = teacher_wait_s(os.environ) if config.backend.teacher == "server" else ALLOWANCE_S
+    what = f"run {config.run_id}, rank {os.environ.get('RANK', '0')}"
+    watchdog = StepWatchdog(allowance, what, startup_s=limits.startup_s if limits else None).start()
+    try:
+        return _train(config, manifests, run_dir, watchdog, limits.collective_s if limits else None)
+    except TeacherServerAway as err:
+        leave_marker(f"{what}: {err}; the job is requeued to wait for it again")
+        raise
+    finally:
+        watchdog.stop()
+
+
+def _train(
+    config: RunConfig, manifests: Manifests, run_dir: RunDir, watchdog: StepWatchdog, collective_s: float | None
+) -> dict:
+    accelerator = make_accelerator(config, run_dir.root, collective_s)
     note = layout_note(config.train, rank_share(config.train, accelerator.num_processes))  # before anything loads
     if note and accelerator.is_main_process:
         print(f"[{config.run_id}] {note}", file=sys.stderr)
@@ -268,9 +289,7 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
         run_dir.truncate_metrics(last)
     tracking.start(accelerator, config, run_dir.root, first_step=first)
     started, status = time.perf_counter(), {"status": "running", "reason": None}
-    allowance = teacher_wait_s(os.environ) if config.backend.teacher == "server" else ALLOWANCE_S
-    watchdog = StepWatchdog(allowance, f"run {config.run_id}, rank {accelerator.process_index}").start()
-    watchdog.beat()
+    watchdog.beat()  # start-up done: step 1 is timed from here (its end is still under the start-up deadline)
     try:
         for step in range(first, config.train.steps + 1):
             record = train_step(ctx, config, local_questions(sampler, config, step, accelerator), step)
@@ -290,7 +309,7 @@ def train_run(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict:
                 with watchdog.paused(), tied_weights_saved_quietly(accelerator.unwrap_model(ctx.model)):
                     save_checkpoint(accelerator, run_dir, step, sampler, config.train.keep_checkpoints)
     finally:
-        watchdog.stop()
+        watchdog.stop()  # what follows (the final model, the group's end) is bounded by the collective timeout
         ctx.grader.close()
     if status["status"] == "running":
         save_final(accelerator, ctx, run_dir, config.backend.dtype)

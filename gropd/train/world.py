@@ -18,6 +18,7 @@ run time: a run on another process count keeps P, G and M and says how its ranks
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from typing import NoReturn
 from gropd.config.errors import ConfigError
 
 TIMEOUT_VARIABLE = "GROPD_COLLECTIVE_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = 7200  # NCCL's 600 s is shorter than uneven 8k-token rollouts plus a shared 32B teacher's scoring
+DEFAULT_TIMEOUT_S = 7200  # a run without a plan-derived timeout (RunLimits.collective_s: the paper profile has one)
 
 
 @dataclass(frozen=True)
@@ -71,10 +72,11 @@ def layout_note(train, share: RankShare) -> str | None:
     )
 
 
-def process_group_timeout() -> timedelta:
+def process_group_timeout(planned_s: float | None = None) -> timedelta:
     """How long a collective may wait for the slowest rank: GROPD_COLLECTIVE_TIMEOUT_S seconds (a launch
-    setting, not part of a run's config), else DEFAULT_TIMEOUT_S."""
-    text = os.environ.get(TIMEOUT_VARIABLE, str(DEFAULT_TIMEOUT_S))
+    setting, not part of a run's config), else `planned_s` (the run's RunLimits.collective_s, derived from its
+    plan by gropd/runs/job_plan.py: minutes, where NCCL's default is 10), else DEFAULT_TIMEOUT_S."""
+    text = os.environ.get(TIMEOUT_VARIABLE, str(math.ceil(planned_s) if planned_s else DEFAULT_TIMEOUT_S))
     if not text.isdigit() or int(text) < 1:
         raise ConfigError("environment", TIMEOUT_VARIABLE, f"{text!r}", "a whole number of seconds >= 1")
     return timedelta(seconds=int(text))

@@ -6,6 +6,7 @@ paper profile's `backend.teacher: server` path runs unchanged against it.
                                          [--host 127.0.0.1] [--port 0] [--dtype bfloat16]
                                          [--max-tokens-per-forward 16384] [--threads 1]
 
+    GET  /health           200, no body, while it serves (vLLM's liveness route)
     GET  /v1/models        {"object": "list", "data": [{"id": NAME, "object": "model", "root": DIR}]}
     POST /v1/completions   {"model": NAME, "prompt": [[token ids], ...], "max_tokens": 1, "prompt_logprobs": 0}
                            -> {"choices": [{"index": i, "prompt_logprobs": [null, {"<id>": {"logprob": ...,
@@ -84,6 +85,11 @@ def serve(model: torch.nn.Module, served: str, root: str, host: str, port: int, 
             self.wfile.write(data)
 
         def do_GET(self) -> None:
+            if self.path.rstrip("/") == "/health":
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if self.path.rstrip("/") != "/v1/models":
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return

@@ -25,9 +25,13 @@ rewrites it). The file is read again at every (re)connection: a server that move
 
 Waiting: `vllm serve` answers only once its model is loaded (minutes for a 32B: download, load, compile), a job
 array may start before its server, and a server may end or be preempted mid-run. At start-up and whenever a
-request finds the server gone, the client waits for `/v1/models` at the current address up to `wait_s`
-(GROPD_TEACHER_WAIT_S, gropd/model/components.py), polling every POLL_S seconds and saying what it waits for once
-a minute, then sends the request again; a server that answers with another model fails at once. The card's
+request finds the server gone, the client waits up to `wait_s` (GROPD_TEACHER_WAIT_S, gropd/model/components.py)
+for the server at the current address to be alive, then sends the request again: `GET /health` answers 200 while
+its engine lives and 503 once it died (vLLM's health route awaits `EngineClient.check_health()`, which raises
+EngineDeadError when the engine has died and reads nothing queued: vllm/entrypoints/serve/instrumentator/health.py
+and vllm/v1/engine/async_llm.py, read in vLLM's v0.15-v0.17 and main sources), and `/v1/models` lists its card,
+neither behind the requests a busy server has queued. It polls with backoff (FIRST_POLL_S, doubling up to POLL_S)
+and says what it waits for once a minute; a server that answers with another model fails at once. The card's
 `max_model_len` must hold the run's longest row + the 1 token vLLM generates (`context`), else it refuses before
 scoring (checked again after a reconnection); a longer row is refused before it is sent (PromptTooLongError), not
 answered with HTTP 400.
@@ -64,7 +68,8 @@ from gropd.model.rollout.base import require_within
 from gropd.model.teacher.vllm_engine import response_logprobs_from_prompt_logprobs
 
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
-POLL_S = 10.0  # seconds between checks of /v1/models while the server is away
+POLL_S = 10.0  # the longest pause between two looks at a server that is away
+FIRST_POLL_S = 1.0  # the first pause; each later one doubles, up to POLL_S
 # The slowest share of a server a request is expected to get: a 32B `vllm serve` on 8 GPUs prefills some 10-20k
 # tokens/s in all, and four 32B runs x 8 ranks share it first come first served (ours, an estimate).
 SLOWEST_TOKENS_PER_S = 200.0
@@ -78,6 +83,10 @@ class TeacherServerError(RuntimeError):
 
 class TeacherServerUnavailable(TeacherServerError):
     """Every try of a request failed transiently (refused, timed out, 429/5xx)."""
+
+
+class TeacherServerAway(TeacherServerError):
+    """The server stayed away (not alive, or not answering a request) for the whole wait, GROPD_TEACHER_WAIT_S."""
 
 
 def served_model_name(repo: str, revision: str | None) -> str:
@@ -160,26 +169,34 @@ def check_served_model(models_body: dict[str, Any], expected: str, base_url: str
     return cards[expected]
 
 
+def server_card(base_url: str, expected: str, timeout_s: float) -> dict[str, Any]:
+    """The `/v1/models` card of `expected` once `GET /health` says the server's engine lives: liveness, never a
+    generation (a busy server answers both at once). TeacherServerUnavailable when either does not answer (503: an
+    engine that died, or a server draining), TeacherServerError when the server lists another model."""
+    request_json(f"{base_url}/health", None, timeout_s=timeout_s, max_retries=0, backoff_s=0.0, decode=lambda _: {})
+    body = request_json(f"{base_url}/v1/models", None, timeout_s=timeout_s, max_retries=0, backoff_s=0.0)
+    return check_served_model(body, expected, base_url)
+
+
 def wait_for_server(address: TeacherAddress, expected: str, wait_s: float) -> tuple[str, dict[str, Any]]:
-    """(base URL, `/v1/models` card of `expected`) once the server answers at its current address (polled every
-    POLL_S seconds for up to wait_s, a line on stderr each minute); TeacherServerError when it never does or
-    serves another model."""
+    """(base URL, `/v1/models` card of `expected`) once the server is alive at its current address (server_card),
+    looked at after pauses of FIRST_POLL_S doubling to POLL_S for up to wait_s, a line on stderr each minute;
+    TeacherServerError when it never is or serves another model."""
     sleep, clock = time.sleep, time.monotonic
-    start, said = clock(), 0.0
+    start, said, pause = clock(), 0.0, FIRST_POLL_S
     while True:
         base_url = address.current()
         try:
             if base_url is None:
                 raise TeacherServerUnavailable(f"last error: no address yet in {address.file}")
-            body = request_json(f"{base_url}/v1/models", None, timeout_s=POLL_S, max_retries=0, backoff_s=0.0)
-            return base_url, check_served_model(body, expected, base_url)
+            return base_url, server_card(base_url, expected, POLL_S)
         except TeacherServerUnavailable as err:  # not up yet; any answer (another model, HTTP 4xx) fails at once
             last = str(err).split("last error: ", 1)[-1]
         waited = clock() - start
         if waited >= wait_s:
-            raise TeacherServerError(
-                f"the teacher server ({address.describe()}) did not answer /v1/models with {expected!r} within "
-                f"{wait_s:.0f} s (last: {last}); is experiments/launch/teacher_server.sh running? Set "
+            raise TeacherServerAway(
+                f"the teacher server ({address.describe()}) was not alive with {expected!r} (/health, /v1/models) "
+                f"within {wait_s:.0f} s (last: {last}); is experiments/launch/teacher_server.sh running? Set "
                 "GROPD_TEACHER_WAIT_S to wait longer (a queued or requeued server job, a first download)"
             )
         if waited - said >= 60 or not said:
@@ -190,7 +207,8 @@ def wait_for_server(address: TeacherAddress, expected: str, wait_s: float) -> tu
                 file=sys.stderr,
                 flush=True,
             )
-        sleep(min(POLL_S, max(0.0, wait_s - waited)))
+        sleep(min(pause, max(0.0, wait_s - waited)))
+        pause = min(POLL_S, 2 * pause)
 
 
 def request_json(
@@ -201,8 +219,10 @@ def request_json(
     max_retries: int,
     backoff_s: float,
     sleep: Callable[[float], None] = time.sleep,
+    decode: Callable[[bytes], Any] = json.loads,
 ) -> dict[str, Any]:
-    """GET (payload None) or POST JSON to url with bounded retries on transient failures."""
+    """GET (payload None) or POST JSON to url with bounded retries on transient failures; the answer's body as
+    `decode` reads it (JSON; /health's is empty)."""
     data = None if payload is None else json.dumps(payload).encode()
     headers = {"Content-Type": "application/json"} if data is not None else {}
     last_error = ""
@@ -212,7 +232,7 @@ def request_json(
         try:
             request = urllib.request.Request(url, data=data, headers=headers)
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                return json.loads(response.read())
+                return decode(response.read())
         except urllib.error.HTTPError as err:
             detail = err.read().decode(errors="replace")[:500]
             if err.code not in TRANSIENT_STATUS:
@@ -298,7 +318,7 @@ class ServerTeacher:
                 gone_at = time.monotonic() if gone_at is None else gone_at
                 left = self.wait_s - (time.monotonic() - gone_at)
                 if left <= 0:
-                    raise TeacherServerError(
+                    raise TeacherServerAway(
                         f"the teacher server ({self.address.describe()}) has not answered this request for "
                         f"{self.wait_s:.0f} s (GROPD_TEACHER_WAIT_S): {err}"
                     ) from err
