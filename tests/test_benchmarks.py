@@ -130,7 +130,7 @@ def test_vllm_cpu_check_a_failed_install_exits_4_and_leaves_no_stamp(tmp_path: P
 
 
 def test_vllm_rehearsal_models_replace_only_the_rehearsal_pairings_models(tmp_path: Path) -> None:
-    """benchmarks/vllm_rehearsal.py (run with vllm-cpu, outside CI) trains head_dim-64 models vllm-cpu can run,
+    """benchmarks/vllm_rehearsal.py (run with vllm-cpu in a venv of its own) trains head_dim-64 models vllm-cpu can run,
     with the tiny world's tokenizer; its copy of experiments/ resolves the rehearsal's I1.7 and I4 to them and
     leaves every other model and profile as it was."""
     import yaml
