@@ -15,9 +15,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-def ci_run(tmp_path: Path, make_exit: int, rehearse_exit: int = 0, stamped: bool = False):
-    """(exit status, stderr, calls) of .ci/run where `--make-venv` exits `make_exit`, `--rehearse` `rehearse_exit`,
-    and the venv's stamp exists when `stamped`."""
+def ci_run(tmp_path: Path, make_exit: int, rehearse_exit: int = 0, tests_exit: int = 0, stamped: bool = False):
+    """(exit status, stderr, calls) of .ci/run where vllm_cpu_check.sh's `--make-venv` exits `make_exit`,
+    `--rehearse` `rehearse_exit`, its tests (no argument) `tests_exit`, and the venv's stamp exists when `stamped`."""
     checkout, venv, log = tmp_path / "checkout", tmp_path / "venv", tmp_path / "calls"
     (checkout / ".ci").mkdir(parents=True)
     (checkout / "benchmarks").mkdir()
@@ -28,7 +28,8 @@ def ci_run(tmp_path: Path, make_exit: int, rehearse_exit: int = 0, stamped: bool
     fakes = {
         "reproduce.sh": 'echo "reproduce.sh $*" >> {log}',
         "benchmarks/vllm_cpu_check.sh": 'echo "vllm_cpu_check $*" >> {log}\n'
-        f'[[ "$1" == --make-venv ]] && exit {make_exit}\n[[ "$1" == --rehearse ]] && exit {rehearse_exit}\nexit 99',
+        f'[[ "$1" == --make-venv ]] && exit {make_exit}\n[[ "$1" == --rehearse ]] && exit {rehearse_exit}\n'
+        f"[[ $# == 0 ]] && exit {tests_exit}\nexit 99",
     }
     for name, body in fakes.items():
         (checkout / name).write_text("#!/usr/bin/env bash\n" + body.format(log=log) + "\n")
@@ -41,11 +42,13 @@ def ci_run(tmp_path: Path, make_exit: int, rehearse_exit: int = 0, stamped: bool
 SUITE = ["reproduce.sh test", "reproduce.sh rehearse", "vllm_cpu_check --make-venv"]
 
 
-def test_a_made_venv_runs_the_rehearsal_and_a_failed_stage_fails_ci(tmp_path: Path) -> None:
+def test_a_made_venv_runs_the_rehearsal_and_the_tests_and_a_failure_of_either_fails_ci(tmp_path: Path) -> None:
     code, err, calls = ci_run(tmp_path, make_exit=0)
-    assert (code, calls) == (0, [*SUITE, "vllm_cpu_check --rehearse"]), err
-    code, err, calls = ci_run(tmp_path / "failing", make_exit=0, rehearse_exit=1)
+    assert (code, calls) == (0, [*SUITE, "vllm_cpu_check --rehearse", "vllm_cpu_check "]), err
+    code, err, calls = ci_run(tmp_path / "stage", make_exit=0, rehearse_exit=1)
     assert (code, calls) == (1, [*SUITE, "vllm_cpu_check --rehearse"]) and "SKIPPED" not in err
+    code, err, calls = ci_run(tmp_path / "test", make_exit=0, tests_exit=1)
+    assert (code, calls) == (1, [*SUITE, "vllm_cpu_check --rehearse", "vllm_cpu_check "]) and "SKIPPED" not in err
 
 
 @pytest.mark.parametrize("make_exit", [4, 124])
@@ -53,7 +56,7 @@ def test_a_venv_that_could_not_be_made_skips_the_rehearsal_saying_so(tmp_path: P
     """pip failed (exit 4), or making the venv outran its limit (timeout's 124) before the stamp was written."""
     code, err, calls = ci_run(tmp_path, make_exit=make_exit)
     assert (code, calls) == (0, SUITE)
-    assert f"ci: SKIPPED the real-vLLM rehearsal: its venv could not be made (exit {make_exit}" in err
+    assert f"ci: SKIPPED the real-vLLM rehearsal and tests: their venv could not be made (exit {make_exit}" in err
 
 
 @pytest.mark.parametrize(("make_exit", "stamped", "code"), [(3, True, 3), (124, True, 3), (2, False, 2)])
