@@ -15,7 +15,6 @@ evaluate RUN_ID --recorded`: the config it trained with), whose records are thos
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +26,7 @@ from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_
 from gropd.config.grids import RunEntry, expand_grid, grid_entry, load_grid, run_file_path, write_run_file
 from gropd.credit import method
 from gropd.numerics import enter
-from gropd.record.run_dir import DONE, RunDir
+from gropd.record.run_dir import DONE, RunDir, delete_tree
 from gropd.record.run_lock import check_free, child_env, hold_run
 from gropd.record.tracking import check_backends, log_evaluation
 from gropd.runs.lifecycle import (
@@ -123,7 +122,7 @@ def _execute(
     set_by: dict[str, str],
 ) -> dict[str, Any]:
     if force and ranks.main:
-        shutil.rmtree(root, ignore_errors=True)
+        delete_tree(root, "--force deletes the run's directory")
     ranks.meet()
     run_dir, state = run_state(config, results_root, manifests)
     ranks.meet()
@@ -132,6 +131,9 @@ def _execute(
         return run_dir.read_status() or {}
     if state == "changed":
         raise changed_error(run_dir, config, manifests)
+    status = run_dir.read_status()
+    if config.kind == "train" and (status is None or run_dir.stage(status) == "running"):  # it trains: from where?
+        run_dir.check_resumable(config_hash(config), config.train.steps, vouched=status is not None)
     check_backends(config.tracking)
     twin = twin_to_copy(config, state, manifests, results_root, force)
     if twin is not None:
