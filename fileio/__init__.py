@@ -148,6 +148,10 @@ class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ign
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: keys a reader does not see where they apply
+                where = f"line {key_node.start_mark.line + 1}, column {key_node.start_mark.column + 1}"
+                problem = f"a YAML merge key (<<) at {where}: not read here; write the keys it would merge out"
+                raise yaml.constructor.ConstructorError(problem=problem)
             key = self.construct_object(key_node, deep=True)
             if key in seen:
                 raise yaml.constructor.ConstructorError(

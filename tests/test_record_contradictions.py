@@ -20,7 +20,9 @@ from tree_snapshot import changes, snapshot
 
 from gropd import cli
 from gropd.config import RunFileError, config_hash, load_manifests
-from gropd.record.ranges import METRIC_RANGES, metric_problem
+from gropd.config.schema import CollapseRule
+from gropd.record.collapse import collapse_reason
+from gropd.record.ranges import METRIC_RANGES, NON_FINITE, metric_problem, planned_k, strict_record
 from gropd.record.run_dir import RunDir, seal
 from gropd.runs.pipeline import load_run, open_run_dir, planned_state
 
@@ -92,6 +94,37 @@ def test_every_metric_range_is_the_definitions_and_the_committed_runs_hold_to_it
         below = metric_problem(record | {key: least - 0.5}, config)
         assert below is not None and key in below, key
     assert metric_problem({"step": 1, "spearman_score_reward": None}, config) is None  # undefined that batch
+
+
+def test_every_committed_run_is_a_sound_record() -> None:
+    """The 476 committed runs of results/reference, round7 and native (200, 152, 124) pass every check above: none
+    was loosened to let one through."""
+    suites = load_manifests(REPO / "experiments").suites["tiny"]
+    read = 0
+    for status_path in sorted(REPO.glob("results/*/tiny/*/status.json")):
+        run = RunDir(status_path.parent)
+        status, config = run.read_status(), run.read_config()
+        record = (run.read_metrics(), run.read_summary(), run.read_horizon())
+        assert run.record_problem(status, config, *record, planned_k(config, suites)) is None, run.root
+        read += 1
+    assert read == 476
+
+
+def test_metrics_jsonl_is_strict_json_and_a_finite_record_keeps_its_bits() -> None:
+    """`Infinity` was written as the token (not JSON) and read back as a number, a NaN as null with nothing said."""
+    finite = {"step": 1, "loss": 0.1 + 0.2, "verifier_reward": 0.2265625, "pearson_score_len": None}
+    assert strict_record(finite) is finite
+    record = {"step": 2, "loss": float("inf"), "grad_norm": float("nan"), "lr": 1e-4}
+    strict = strict_record(record)
+    assert strict == {"step": 2, "loss": None, "grad_norm": None, "lr": 1e-4} | {
+        NON_FINITE: {"loss": "inf", "grad_norm": "nan"}
+    }
+    assert json.loads(json.dumps(strict, allow_nan=False)) == strict
+    rule = CollapseRule(
+        reward_window=2, reward_fraction=0.5, reward_patience=2, len_cap_fraction=0.9, len_cap_patience=3
+    )
+    monitored = {"verifier_reward": 0.5, "frac_at_len_cap": 0.0}
+    assert collapse_reason([strict | monitored], rule) == "non-finite loss (inf) at step 2"
 
 
 # --- a twin copies only a sound record ---------------------------------------------------------------------------

@@ -11,11 +11,13 @@ teacher needs no address here: without backend.teacher_url the run follows its a
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from eval.suites import SuiteError, load_suite_manifest, question_pool
@@ -131,6 +133,32 @@ def require_question_range(config: RunConfig, manifests: Manifests) -> None:
                 "eval.first_question / eval.questions",
                 f"questions {first}..{end - 1} of suite {name}, which has {pool}",
                 f"a range inside 0..{pool - 1}",
+            )
+
+
+def require_positions(config: RunConfig, manifests: Manifests) -> None:
+    """Each response cap the run samples with (sampling.max_new_tokens in training, read by student and teacher;
+    eval.sampling.<mode>.max_new_tokens in an evaluation) plus at least one prompt token within the positions of
+    the model that reads it (config.json's max_position_embeddings), known before the run where the model's files
+    are local (the tiny world; a Hub model not downloaded is checked by nothing here). The prompt's own length is not
+    counted beyond its first token: it is known only once the prompts are rendered."""
+    roles = models_of(config, manifests)
+    label, mode = roles["model" if config.kind == "eval" else "student"]
+    caps = (
+        [] if config.kind == "score" else [(label, config.eval.sampling[mode].max_new_tokens, f"eval.sampling.{mode}")]
+    )
+    if config.kind in ("train", "score"):
+        caps += [(label, config.sampling.max_new_tokens, "sampling") for label, _ in roles.values()]
+    for label, cap, section in caps:
+        path = Path(checkpoint_ref(manifests, config.profile, label).path) / "config.json"
+        positions = json.loads(path.read_text()).get("max_position_embeddings") if path.is_file() else None
+        if isinstance(positions, int) and cap + 1 > positions:
+            raise ConfigError(
+                f"run {config.run_id}",
+                f"{section}.max_new_tokens",
+                f"{cap} tokens after a prompt of at least one: past model {label}'s {positions} positions "
+                f"(max_position_embeddings in {path})",
+                f"at most {positions - 1} (less the prompt's length)",
             )
 
 
@@ -355,6 +383,7 @@ def preflight(config: RunConfig, manifests: Manifests) -> None:
     require_sampler_logprobs(config.backend, int(os.environ.get("WORLD_SIZE", "1")))
     require_device(config, cuda)
     require_question_range(config, manifests)
+    require_positions(config, manifests)
     require_tiny_instruction(config, manifests)
     require_started_teacher_server(config, manifests)
     if cuda and vllm:
