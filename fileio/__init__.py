@@ -6,12 +6,14 @@ twice in one mapping is an error, not a silent last-wins)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import sys
 import tempfile
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +184,24 @@ def load_yaml(text: str) -> Any:
     """The YAML document in `text` (yaml.safe_load's result), with a repeated mapping key or an alias bomb
     refused (yaml.YAMLError naming the key or the count, and the line) and 1e-4 read as a float."""
     return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of the file's bytes (cached per path, size and modification time)."""
+    stat = path.stat()
+    return _sha256(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=256)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def files_under(folder: Path) -> list[str]:
+    """The files under `folder` (relative, sorted), hidden ones left out."""
+    found = (path.relative_to(folder) for path in folder.rglob("*") if path.is_file())
+    return sorted(str(path) for path in found if not any(part.startswith(".") for part in path.parts))

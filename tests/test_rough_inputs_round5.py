@@ -5,6 +5,7 @@ a silent acceptance on 4757a4e."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 import yaml
 from test_front_door import RUN, clone
 from test_results_integrity import refused
-from tiny_runs import native_profile
+from tiny_runs import REPO, native_profile
 
 from gropd import cli
 from gropd.config import data_hash
@@ -106,9 +107,7 @@ def test_a_running_status_updated_in_the_future_is_stale(project, capsys) -> Non
     assert not is_alive(status | {"updated": "2099-01-01T00:00:00+00:00"})
     run_dir = RunDir(project / "results" / "tiny" / RUN)
     run_dir.root.mkdir(parents=True)
-    config = yaml.safe_load(
-        (Path(__file__).resolve().parents[1] / "results" / "reference" / "tiny" / RUN / "config.yaml").read_text()
-    )
+    config = yaml.safe_load((REPO / "results" / "reference" / "tiny" / RUN / "config.yaml").read_text())
     run_dir.config_path.write_text(yaml.safe_dump(config))
     fields = {"run_id": RUN, "profile": "tiny", "kind": "train", "step": 0, "config_hash": data_hash(config)}
     run_dir.status_path.write_text(json.dumps(status | fields | {"updated": "2099-01-01T00:00:00+00:00"}))
@@ -116,3 +115,34 @@ def test_a_running_status_updated_in_the_future_is_stale(project, capsys) -> Non
     assert cli.main(["status", "--profile", "tiny"]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(RUN + " "))
     assert line.split()[1] != "running" and "ETA" not in line, line
+
+
+def test_a_flipped_byte_in_a_tiny_world_model_is_refused_before_anything(project, capsys) -> None:
+    """world.json had no file hashes: one flipped byte in a committed model.safetensors went unnoticed by a new run
+    (only a resumed one compared its status.json's digests)."""
+    link = project / "results" / "tiny" / "world"
+    committed = link.resolve()
+    link.unlink()
+    shutil.copytree(committed, link)
+    model = next(link.glob("*/models/I1.7/model.safetensors"))
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 1
+    model.write_bytes(bytes(data))
+    err = refused(project, ["run", RUN, "--profile", "tiny"], capsys)
+    assert "models/I1.7/model.safetensors: sha256: " in err
+    assert "the tiny world's files changed since it was built" in err
+
+
+def test_the_committed_worlds_file_hashes_are_the_bytes_every_committed_run_recorded() -> None:
+    """world.json's `files` (computed once for the committed world) against the 4,056 digests the committed runs'
+    status.json recorded of the files they loaded, each run its own reading."""
+    info = json.loads(next((REPO / "results" / "tiny" / "world").glob("*/world.json")).read_text())
+    compared = 0
+    for path in REPO.glob("results/*/tiny/*/status.json"):
+        status = json.loads(path.read_text())
+        for role, digests in (status.get("digests") or {}).items():
+            label = status["checkpoints"][role].split()[1]  # "tiny I4 1e79231d403e"
+            for name, digest in (digests or {}).items():
+                assert info["files"][name if name.startswith("tokenizer/") else f"models/{label}/{name}"] == digest
+                compared += 1
+    assert compared == 4056 and len(info["files"]) == 21  # 6 models x 3 files, the tokenizer's 3

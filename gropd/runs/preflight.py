@@ -24,7 +24,7 @@ from eval.suites import SuiteError, load_suite_manifest, question_pool
 from gropd.config.errors import ConfigError
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
-from gropd.model.checkpoints import checkpoint_ref, model_config
+from gropd.model.checkpoints import checkpoint_ref, model_config, require_world_bytes
 from gropd.model.fit import (
     GIB,
     SAMPLER_ROWS,
@@ -384,6 +384,8 @@ def preflight(config: RunConfig, manifests: Manifests) -> None:
     require_device(config, cuda)
     require_question_range(config, manifests)
     require_positions(config, manifests)
+    for label, _ in models_of(config, manifests).values():
+        require_world_bytes(manifests, config.profile, label)
     require_tiny_instruction(config, manifests)
     require_started_teacher_server(config, manifests)
     if cuda and vllm:
