@@ -58,6 +58,12 @@ CONTRADICTIONS = {  # each on GR-OPD seed 2 of I4think→B1.7 in `cross` (10 ste
     "NaN in a finished run": lambda run: lines_set(run, "verifier_reward", float("nan"), last=1),
     "Infinity in a finished run": lambda run: lines_set(run, "loss", float("inf"), last=1),
     "a flagged non-finite in a finished run": lambda run: lines_set(run, "non_finite", {"loss": "inf"}, last=1),
+    "J_H of more informative prompts than prompts": lambda run: run.horizon_path.write_text(
+        json.dumps({"horizons": [1], "values": [0.5], "informative": 1000, "prompts": 64, "reward": 0.5})
+    ),
+    "J_H beside a mean reward of 7": lambda run: run.horizon_path.write_text(
+        json.dumps({"horizons": [1], "values": [0.5], "informative": 30, "prompts": 64, "reward": 7.0})
+    ),
     "an evaluation of 5 questions (config: 300)": lambda run: suite_set(run, "questions", 5),
     "an evaluation at k 8 (K: 4)": lambda run: suite_set(run, "k", 8),
 }
@@ -67,7 +73,8 @@ CONTRADICTIONS = {  # each on GR-OPD seed 2 of I4think→B1.7 in `cross` (10 ste
 def test_a_record_that_contradicts_itself_is_a_named_broken_run(tmp_path: Path, case: str) -> None:
     """Before: a status edited to "collapsed" made Table 1 count a collapse ("collapsed at step None") and flipped
     claim 3's cell; a length of 500 (cap 200) or a reward of −1 was a number ("64.9 → 500.0 (cap 200)"); an evaluation
-    of 5 questions or K = 8 a Table 1 cell; NaN silently dropped."""
+    of 5 questions or K = 8 a Table 1 cell; NaN silently dropped; "1000 of 64 prompts informative; mean reward 7.000"
+    printed as Figure 1's text."""
     cross(tmp_path)
     assert verdict_of(built(tmp_path)["claims.md"], "3") == "not reproduced"
     CONTRADICTIONS[case](RunDir(tmp_path / "results" / "tiny" / DAMAGED))

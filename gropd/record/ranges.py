@@ -8,7 +8,8 @@ verdict.
                         a suite's questions equal to eval.questions (when the config sets a count; all of a pool
                         otherwise, which only the pool knows) and its k to the K the run was given (eval.k, else
                         the suite's manifest K)
-    horizon.json        one value per horizon, each an AUC in [0, 1] (or values null: no informative prompt)
+    horizon.json        one value per horizon, each an AUC in [0, 1] (or values null: no informative prompt);
+                        informative prompts a count at most its prompts, the mean reward in [0, 1]
     metrics.jsonl       each number of METRIC_RANGES within the range its definition allows (null: undefined that
                         batch, as a correlation of a constant side); a non-finite number (a NaN or infinity the
                         record holds, or one it flags in `non_finite`) only on a collapsed run's collapse step
@@ -103,6 +104,11 @@ def horizon_problem(horizon: Any) -> str | None:
     if not isinstance(horizon, dict):
         return None
     horizons, values = horizon.get("horizons"), horizon.get("values")
+    informative, prompts, reward = (horizon.get(key) for key in ("informative", "prompts", "reward"))
+    if not _count(prompts, 0) or not _count(informative, 0) or informative > prompts:
+        return f"horizon.json: {informative!r} informative prompts of {prompts!r} is not a count of a count"
+    if reward is not None and not (_real(reward) and 0 <= reward <= 1):
+        return f"horizon.json: mean reward {reward!r} is not a mean of 0/1 verdicts in [0, 1]"
     if values is None:  # no informative prompt: J_H undefined at every horizon (gropd.horizon.separation_curve)
         return None
     if not isinstance(horizons, list) or not isinstance(values, list) or len(horizons) != len(values):
