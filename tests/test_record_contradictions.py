@@ -232,6 +232,18 @@ def test_a_checkpoint_from_before_hashes_resumes_where_its_runs_status_vouches_f
         run_dir.check_resumable(own_hash(native), 100, vouched=False)
 
 
+def test_a_run_that_says_finished_without_its_metric_lines_is_refused_not_done(native: Path, capsys) -> None:
+    """Bad case 3's end state ("finished", step 0, empty metrics.jsonl): `run` said "already finished; nothing to
+    do"; now exit 2 naming status.json and why, and the way out."""
+    run_dir = opened(native, steps_written=0)
+    run_dir.update_status(status="finished", step=0)
+    capsys.readouterr()
+    assert cli.main(["run", RUN, "--profile", "tiny", *FAST]) == 2
+    err = capsys.readouterr().err
+    assert f"{RUN}/status.json: says finished, but its record cannot be believed: status.json says finished" in err
+    assert "but train.steps is 100 (cut short?)" in err and "--force" in err and "Traceback" not in err, err
+
+
 # --- --force deletes everything or stops -------------------------------------------------------------------------
 
 

@@ -42,7 +42,7 @@ def test_a_response_cap_past_the_models_positions_is_refused_before_anything(pro
     """sampling.max_new_tokens=600 trained a step, then a 76-line traceback: position 512 is past the tiny models'
     max_position_embeddings, which their config.json says before the run."""
     err = refused(project, ["run", RUN, "--profile", "tiny", override], capsys)
-    assert message in err and "512 positions (max_position_embeddings in results/tiny/world/" in err
+    assert message in err and "I1.7's 512 positions (max_position_embeddings in its config.json)" in err
     assert "(expected at most 511 (less the prompt's length))" in err
 
 

@@ -106,6 +106,14 @@ def checkpoint_digests(
     }
 
 
+def local_model_config(manifests: Manifests, profile: str, label: str) -> dict[str, Any] | None:
+    """config.json of a tiny or local model whose files are here, read without building or loading anything (no
+    torch, no transformers); None for a Hub model or files not here."""
+    source = manifests.model(profile, label)["source"]
+    path = (None if source["kind"] == "hub" else _local_files(manifests, source) or {}).get("config.json")
+    return json.loads(path.read_text()) if path is not None else None
+
+
 def require_world_bytes(manifests: Manifests, profile: str, label: str) -> None:
     """ConfigError naming the file unless tiny model `label`'s files and the tiny tokenizer's are the bytes the
     world's world.json records (WORLD_FILES, written when it was built): one flipped byte in a committed

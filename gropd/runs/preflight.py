@@ -11,20 +11,18 @@ teacher needs no address here: without backend.teacher_url the run follows its a
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from eval.suites import SuiteError, load_suite_manifest, question_pool
 from gropd.config.errors import ConfigError
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
-from gropd.model.checkpoints import checkpoint_ref, model_config, require_world_bytes
+from gropd.model.checkpoints import checkpoint_ref, local_model_config, model_config, require_world_bytes
 from gropd.model.fit import (
     GIB,
     SAMPLER_ROWS,
@@ -150,14 +148,13 @@ def require_positions(config: RunConfig, manifests: Manifests) -> None:
     if config.kind in ("train", "score"):
         caps += [(label, config.sampling.max_new_tokens, "sampling") for label, _ in roles.values()]
     for label, cap, section in caps:
-        path = Path(checkpoint_ref(manifests, config.profile, label).path) / "config.json"
-        positions = json.loads(path.read_text()).get("max_position_embeddings") if path.is_file() else None
+        positions = (local_model_config(manifests, config.profile, label) or {}).get("max_position_embeddings")
         if isinstance(positions, int) and cap + 1 > positions:
             raise ConfigError(
                 f"run {config.run_id}",
                 f"{section}.max_new_tokens",
                 f"{cap} tokens after a prompt of at least one: past model {label}'s {positions} positions "
-                f"(max_position_embeddings in {path})",
+                "(max_position_embeddings in its config.json)",
                 f"at most {positions - 1} (less the prompt's length)",
             )
 
