@@ -86,6 +86,15 @@ def test_a_record_that_contradicts_itself_is_a_named_broken_run(tmp_path: Path, 
     assert "| 2 |" in row and "collapsed" not in row  # two seeds in the cell, no collapse counted
 
 
+def test_a_step_count_that_is_not_a_number_is_named_as_written(tmp_path: Path) -> None:
+    """status.json's step "10" (a string) was reported as "ends at step 10, but status.json at step 10"."""
+    cross(tmp_path)
+    run = RunDir(tmp_path / "results" / "tiny" / DAMAGED)
+    run.update_status(step="10")
+    problem = run.record_problem(run.read_status(), run.read_config(), run.read_metrics(), run.read_summary())
+    assert problem == "metrics.jsonl ends at step 10, but status.json at step '10' (cut short?)"
+
+
 def test_every_metric_range_is_the_definitions_and_the_committed_runs_hold_to_it() -> None:
     """The bounds by hand: a value just inside each bound passes, just outside fails, naming the metric and why."""
     config = {"sampling": {"max_new_tokens": 200}, "train": {"prompts_per_batch": 16, "optimizer": {"lr": 1e-4}}}
