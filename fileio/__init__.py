@@ -6,12 +6,14 @@ twice in one mapping is an error, not a silent last-wins)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import sys
 import tempfile
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +150,10 @@ class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ign
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: keys a reader does not see where they apply
+                where = f"line {key_node.start_mark.line + 1}, column {key_node.start_mark.column + 1}"
+                problem = f"a YAML merge key (<<) at {where}: not read here; write the keys it would merge out"
+                raise yaml.constructor.ConstructorError(problem=problem)
             key = self.construct_object(key_node, deep=True)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
@@ -178,3 +184,24 @@ def load_yaml(text: str) -> Any:
     """The YAML document in `text` (yaml.safe_load's result), with a repeated mapping key or an alias bomb
     refused (yaml.YAMLError naming the key or the count, and the line) and 1e-4 read as a float."""
     return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of the file's bytes (cached per path, size and modification time)."""
+    stat = path.stat()
+    return _sha256(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=256)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def files_under(folder: Path) -> list[str]:
+    """The files under `folder` (relative, sorted), hidden ones left out."""
+    found = (path.relative_to(folder) for path in folder.rglob("*") if path.is_file())
+    return sorted(str(path) for path in found if not any(part.startswith(".") for part in path.parts))

@@ -18,6 +18,7 @@ command (profile, grids, run files, overrides, results/, the lock) is checked be
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import shutil
 import signal
@@ -212,8 +213,12 @@ def cmd_world(args: argparse.Namespace) -> int:
 
 
 def require_writable(directory: Path) -> None:
-    """ConfigError (exit 2, nothing written) unless `directory` (or the one it would be made in) is writable."""
+    """ConfigError (exit 2, nothing written) unless `directory` can be made and written: the nearest of it that
+    exists a directory, writable (a name past the filesystem's limit is an OSError already: exit 2, UNUSABLE_PATH)."""
     existing = next(path for path in (directory.absolute(), *directory.absolute().parents) if path.exists())
+    if not existing.is_dir():
+        problem = f"{existing} is a file, on the path of {directory}"
+        raise ConfigError("command line", "--results", problem, "a path whose folders are folders")
     if not os.access(existing, os.W_OK):
         raise ConfigError("command line", "--results", f"{existing} is not writable", "a directory you can write")
 
@@ -315,6 +320,10 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+UNUSABLE_PATH = (errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.EACCES, errno.EPERM)
+UNUSABLE_PATH += (errno.ELOOP, errno.EROFS)  # what a path given is (bad input: exit 2), not what befell a write
+
+
 def quiet_libraries() -> None:
     """Our own progress lines say what is happening; the libraries' bars and notices only add noise. Said
     through the environment, which transformers and huggingface_hub read when first imported (a command
@@ -379,9 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     except REFUSED as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except OSError as err:  # a full or vanished filesystem mid-way: one line, not a traceback
+    except OSError as err:  # a path it cannot use (exit 2), or a full or vanished filesystem mid-way: one line
         print(f"error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
-        return 1
+        return 2 if err.errno in UNUSABLE_PATH else 1
     except KeyboardInterrupt:
         print(f"interrupted: gropd {args.command} stopped (a run it was on is resumable)", file=sys.stderr)
         return 130

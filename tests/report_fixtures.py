@@ -152,6 +152,7 @@ def write_run(
     if steps is not None:
         resolved_config["train"]["steps"] = steps
     dump(path / "config.yaml", resolved_config)
+    metrics = sound_metrics(resolved_config, state, metrics, collapse_step)
     status = {
         "run_id": run_id,
         "profile": profile,
@@ -173,6 +174,21 @@ def write_run(
     return path
 
 
+def sound_metrics(config: dict, state: str, metrics: list[dict] | None, collapse_step: int | None) -> list[dict] | None:
+    """The metric rows a record of `state` must hold to be believed (RunDir.record_problem): a train run finished or
+    trained without rows given gets train.steps rows of its step alone; a collapsed one (rows given or not) its
+    collapse step's loss non-finite (null, flagged), the collapse its metrics bear out."""
+    if config.get("kind") != "train" or (metrics is not None and state != "collapsed"):
+        return metrics
+    if state in ("finished", "trained") and metrics is None:
+        return metric_rows(config["train"]["steps"])
+    if state == "collapsed" and collapse_step is not None:
+        rows = [dict(row) for row in (metrics if metrics is not None else metric_rows(collapse_step))]
+        rows[-1] |= {"loss": None, "non_finite": {"loss": "nan"}}
+        return rows
+    return metrics
+
+
 def evidence(root: Path, profile: str = "tiny") -> Evidence:
     """The evidence layer of the fixture tree under `root` (experiments/, results/)."""
     exp = root / "experiments"
@@ -183,17 +199,17 @@ def summary(
     scores: dict[str, float],
     questions: dict[str, int] | None = None,
     tokens: dict[str, float] | None = None,
-    k: int = 4,
+    k: int | dict[str, int] = 4,
 ) -> dict[str, Any]:
-    """An eval/summary.json with the given per-suite Avg@K."""
+    """An eval/summary.json with the given per-suite Avg@K (`k`: every suite's K, or suite -> K)."""
     return {
         "model": "m",
         "mode": "nothink",
         "suites": {
             suite: {
                 "avg_at_k": score,
-                "k": k,
-                "questions": (questions or {}).get(suite, 50),
+                "k": k[suite] if isinstance(k, dict) else k,
+                "questions": (questions or {}).get(suite, 300),  # the tiny profile's eval.questions
                 "paper_questions": None,
                 "mean_tokens": (tokens or {}).get(suite, 100.0),
             }

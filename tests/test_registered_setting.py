@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from report_fixtures import P3, macro_summary, metric_rows, write_run
+from report_fixtures import P3, TINY_SUITES, metric_rows, summary, write_run
 from test_results_integrity import built, cross
 
 from gropd.config import load_manifests
@@ -44,7 +44,8 @@ def test_a_run_of_an_edited_run_file_is_its_own_row_named_by_the_file_and_in_no_
     shutil.rmtree(results / "tiny" / run_id)
     config = {"train": {"steps": 2}, "eval": {"questions": 5}}
     rows = metric_rows(2, verifier_reward=0.3, mean_response_len=60.0)
-    write_run(results, "tiny", run_id, config=config, metrics=rows, eval_summary=macro_summary(30.0),
+    five = summary({"add": 29.0, "sub": 30.0, "mul": 31.0}, questions=dict.fromkeys(TINY_SUITES, 5))  # Macro 30
+    write_run(results, "tiny", run_id, config=config, metrics=rows, eval_summary=five,
               fields={"set_by": plan.set_by})  # fmt: skip
     after = built(tmp_path)
     rows = [line for line in after["table1.md"].splitlines() if "I4think" in line and "vanilla OPD" in line]

@@ -16,6 +16,7 @@ from report_fixtures import (
     P1,
     P2,
     P3,
+    PAPER_SUITES,
     STEPS,
     dump,
     macro_summary,
@@ -120,10 +121,13 @@ def test_one_seed_bolds_nothing(tmp_path):
 
 
 def test_the_avg_header_follows_the_k_the_runs_recorded(tmp_path):
-    """suites.yaml says K = 4; the runs recorded 8 (and one run of P2 recorded 4 for every suite)."""
+    """suites.yaml says K = 4; the runs of P1 were given 8 (eval.k) and recorded it (one run of P2 recorded 4 for
+    every suite). A run that recorded another K than it was given is a broken record (test_results_integrity)."""
     write_experiments(tmp_path, grids={"table1": table1_grid(P1, P2)})
+    eight = {"eval": {"k": {"add": 8, "sub": 8, "mul": 8}}}
     for method in ("gropd", "opd"):
-        write_run(tmp_path / "results", "tiny", f"table1__{P1}__{method}", eval_summary=macro_summary(30.0, k=8))
+        path = f"table1__{P1}__{method}"
+        write_run(tmp_path / "results", "tiny", path, eval_summary=macro_summary(30.0, k=8), config=eight)
     md = built(tmp_path, "table1")["table1.md"]
     assert "| ADD Avg@8 | SUB Avg@8 | MUL Avg@8 | Macro |" in md
     write_run(tmp_path / "results", "tiny", f"table1__{P2}__opd", eval_summary=macro_summary(30.0, k=4))
@@ -233,7 +237,8 @@ def test_table2_and_table6_show_the_papers_values_on_the_paper_profile(tmp_path)
     rows = metric_rows(steps, pressure_normalised=[3.0, 5.0] * 100, pressure_retained=[1.5, 2.5] * 100)
     write_run(tmp_path / "results", "paper", f"lambda__{P1}__gropd-lam0.5", metrics=rows)
     scores = {suite: 10.0 for suite in ("aime24", "aime25", "amc23", "math500", "minerva", "olympiadbench")}
-    write_run(tmp_path / "results", "paper", "table6__B1.7-default", eval_summary=summary(scores))
+    paper_k = {suite: k for suite, (_, k, _) in PAPER_SUITES.items()}
+    write_run(tmp_path / "results", "paper", "table6__B1.7-default", eval_summary=summary(scores, k=paper_k))
     files = built(tmp_path, "table2", "table6", profile="paper")
     assert row(files["table2.md"], T1, "0.5", "0.99")[3:] == ["1", "4.00", "2.00", "—", "—", "—", "3.21", "1.60"]
     assert row(files["table6.md"], "Qwen3-1.7B-Base")[3:] == ["1", "10.00", "100.0", "23.099", "4,166.4"]
@@ -282,17 +287,19 @@ def test_table4_takes_full_revisions_from_the_lock(tmp_path):
 
 def test_table5_k_and_questions_recorded(tmp_path):
     write_experiments(tmp_path)
-    write_run(tmp_path / "results", "tiny", "table6__B1.7-default", eval_summary=macro_summary(30.0, k=8))
+    eight = {"eval": {"k": {"add": 8, "sub": 8, "mul": 8}}}  # (a K or a count the config did not give: broken)
+    write_run(tmp_path / "results", "tiny", "table6__B1.7-default", eval_summary=macro_summary(30.0, k=8), config=eight)
     questions = {"add": 20, "sub": 20, "mul": 20}
     write_run(
         tmp_path / "results",
         "tiny",
         f"table1__{P1}__opd",
         eval_summary=summary({"add": 1.0, "sub": 1.0, "mul": 1.0}, questions=questions),
+        config={"eval": {"questions": 20}},
     )
     md = built(tmp_path, "table5")["table5.md"]
-    assert row(md, "ADD") == ["ADD", "4", "4, 8", "—", "20, 50"]
-    assert row(md, "Total") == ["Total", "", "", "—", "150"]
+    assert row(md, "ADD") == ["ADD", "4", "4, 8", "—", "20, 300"]
+    assert row(md, "Total") == ["Total", "", "", "—", "900"]  # the largest count of each suite: 3 × 300
 
 
 def test_tables_3_to_5_render_the_real_manifests(tmp_path):

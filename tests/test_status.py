@@ -72,7 +72,8 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     steps = configs["finished"].train.steps  # a finished run that did not collapse logged all of them
     ran = [metric(step, 0.25, 40.0, 2) for step in range(1, steps)] + [metric(steps, 0.375, 41.5, 2)]
     write("finished", ran, status="finished", step=steps, wall_s=75.0)
-    write("collapsed", [metric(1, 0.5, 50.0, 2)], status="collapsed", step=1, reason="reward fell", wall_s=3725.0)
+    fell = metric(1, 0.5, 50.0, 2) | {"loss": None, "non_finite": {"loss": "nan"}}  # the collapse its record bears out
+    write("collapsed", [fell], status="collapsed", step=1, collapse_step=1, reason="reward fell", wall_s=3725.0)
     write("failed", [], status="failed", failed_in="running", step=0, reason="ValueError: boom", wall_s=9.0)
     # the tiny profile's train.steps; mean of the last steps: 2 s a step, steps - 2 left
     running = write("running", [metric(1, 0.1, 30.0, 3), metric(2, 0.2, 31.0, 1)], status="running", step=2, **owner)

@@ -91,6 +91,9 @@ def leaf_paths(value: Any, path: str) -> list[str]:
     return [path]
 
 
+MAX_KEY_DEPTH = 16  # RunConfig's deepest key (eval.sampling.think.max_new_tokens) is 4 levels
+
+
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """["train.steps=5", "gropd.lam=0.25"] -> flat {"train.steps": 5, "gropd.lam": 0.25}; values parse as YAML
     (fileio.load_yaml); a later item wins (the command line's own items: gropd.runs.plan.check_overrides)."""
@@ -99,6 +102,9 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key or any(not part for part in key.split(".")):
             raise ConfigError("command line", item, "not an override", "key.path=value")
+        if (depth := key.count(".") + 1) > MAX_KEY_DEPTH:  # (nesting it, and the reports' walks, would recurse)
+            shown = f"{key[:40]}... ({len(key):,} characters)"
+            raise ConfigError("command line", shown, f"a key {depth:,} levels deep", f"at most {MAX_KEY_DEPTH} levels")
         try:
             flat[key] = load_yaml(raw) if raw != "" else ""
         except yaml.YAMLError as err:

@@ -117,6 +117,9 @@ class PromptPool(Strict):
         return source
 
 
+MAX_STEPS = 10**6  # rollout batches a run may plan: the paper's runs take hundreds; 1e23 is a typo, not a plan
+
+
 class TrainSettings(Strict):
     """Table 3 and the update's knobs. minibatch_responses = per_device_batch x grad_accum x replicas."""
 
@@ -126,7 +129,7 @@ class TrainSettings(Strict):
     grad_accum: int = Field(ge=1)
     replicas: int = Field(ge=1)
     minibatch_responses: int = Field(ge=1)
-    steps: int = Field(ge=1)
+    steps: int = Field(ge=1, le=MAX_STEPS)
     optimizer: OptimizerSettings
     schedule: ScheduleSettings = ScheduleSettings()
     max_grad_norm: float = Field(gt=0)

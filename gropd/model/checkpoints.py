@@ -6,16 +6,17 @@ models); tiny: the suite's own tiny world (built on first use); local: a directo
 
 from __future__ import annotations
 
-import hashlib
+import json
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fileio import file_sha256, files_under
+from gropd.config.errors import ConfigError
 from gropd.config.lock import pinned_revision, read_lock
 from gropd.config.manifests import Manifests
 
@@ -92,7 +93,9 @@ def checkpoint_digests(
     if source["kind"] == "hub":
         entry = (read_lock(manifests.root / "lock.yaml").get("models") or {}).get(source["repo"]) or {}
         snapshot = _hub_snapshot(source["repo"], entry.get("full")) if entry.get("full") else None
-        return {name: Path(os.path.realpath(snapshot / name)).name for name in _files(snapshot)} if snapshot else None
+        return (
+            {name: Path(os.path.realpath(snapshot / name)).name for name in files_under(snapshot)} if snapshot else None
+        )
     files = _local_files(manifests, source)
     if files is None:
         return None
@@ -101,6 +104,42 @@ def checkpoint_digests(
         name: digests[name] if name in digests and stamps.get(name) == file_stamp(path) else file_sha256(path)
         for name, path in files.items()
     }
+
+
+def local_model_config(manifests: Manifests, profile: str, label: str) -> dict[str, Any] | None:
+    """config.json of a tiny or local model whose files are here, read without building or loading anything (no
+    torch, no transformers); None for a Hub model or files not here."""
+    source = manifests.model(profile, label)["source"]
+    path = (None if source["kind"] == "hub" else _local_files(manifests, source) or {}).get("config.json")
+    return json.loads(path.read_text()) if path is not None else None
+
+
+def require_world_bytes(manifests: Manifests, profile: str, label: str) -> None:
+    """ConfigError naming the file unless tiny model `label`'s files and the tiny tokenizer's are the bytes the
+    world's world.json records (WORLD_FILES, written when it was built): one flipped byte in a committed
+    model.safetensors is refused before a run starts, not learned from. Nothing for another kind of model, a world
+    not built yet or one whose world.json predates WORLD_FILES."""
+    source = manifests.model(profile, label)["source"]
+    if source["kind"] != "tiny":
+        return
+    from gropd.tiny.recipe import WORLD_FILES, load_recipe, world_directory
+
+    world = world_directory(load_recipe(manifests.root / "tiny_world.yaml")[1])
+    info = world / "world.json"
+    recorded = (json.loads(info.read_text()) if info.is_file() else {}).get(WORLD_FILES)
+    if not isinstance(recorded, dict):
+        return
+    for name, digest in (checkpoint_digests(manifests, profile, label) or {}).items():
+        where = name if name.startswith("tokenizer/") else f"models/{source['label']}/{name}"
+        if recorded.get(where) != digest:
+            listed = f"records {recorded[where][:16]}..." if where in recorded else "does not list it"
+            raise ConfigError(
+                str(world / where),
+                "sha256",
+                f"{digest[:16]}..., but {info} {listed} (the tiny world's files changed since it was built)",
+                f"the world as built: `git checkout -- {world}` for the committed one, or `python -m gropd.cli world "
+                "--rebuild`",
+            )
 
 
 def checkpoint_stamps(manifests: Manifests, profile: str, label: str) -> dict[str, list[int]] | None:
@@ -129,13 +168,7 @@ def _local_files(manifests: Manifests, source: dict[str, Any]) -> dict[str, Path
         folders = {"": Path(source["path"])}
     if not all(folder.is_dir() for folder in folders.values()):
         return None
-    return {prefix + name: folder / name for prefix, folder in folders.items() for name in _files(folder)}
-
-
-def _files(folder: Path) -> list[str]:
-    """The files under `folder` (relative, sorted), hidden ones left out."""
-    found = (path.relative_to(folder) for path in folder.rglob("*") if path.is_file())
-    return sorted(str(path) for path in found if not any(part.startswith(".") for part in path.parts))
+    return {prefix + name: folder / name for prefix, folder in folders.items() for name in files_under(folder)}
 
 
 def _hub_snapshot(repo: str, revision: str) -> Path | None:
@@ -146,21 +179,6 @@ def _hub_snapshot(repo: str, revision: str) -> Path | None:
         return Path(snapshot_download(repo, revision=revision, local_files_only=True))
     except Exception:  # huggingface_hub's LocalEntryNotFoundError and kin: not in this machine's cache
         return None
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of the file's bytes (cached per path, size and modification time)."""
-    stat = path.stat()
-    return _sha256(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-
-
-@lru_cache(maxsize=256)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def model_config(ref: CheckpointRef) -> dict:

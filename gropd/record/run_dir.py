@@ -14,14 +14,18 @@ crash): it is dropped, with a note on stderr.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import re
+import shutil
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from fileio import (
     FILE_MODE,
@@ -35,8 +39,9 @@ from fileio import (
 )
 from gropd.config.errors import ConfigError
 from gropd.config.resolve import data_hash
-from gropd.config.schema import SAFE_NAME
-from gropd.record.ranges import horizon_problem, summary_problem
+from gropd.config.schema import SAFE_NAME, CollapseRule
+from gropd.record.collapse import collapse_reason
+from gropd.record.ranges import horizon_problem, metrics_problem, summary_problem
 
 STATES = ("running", "trained", "finished", "collapsed", "failed")
 DONE = ("finished", "collapsed")  # the states a run ends in: not redone
@@ -93,6 +98,26 @@ def session_problem(status: dict[str, Any]) -> str | None:
     if wall is not None and (type(wall) not in (int, float) or not math.isfinite(wall) or wall < 0):
         return f"wall_s {wall!r} is not a wall time (expected a finite number of seconds >= 0)"
     return None
+
+
+def delete_tree(root: Path, why: str) -> None:
+    """Delete `root` and everything under it (nothing when it is absent), or raise RunFileError naming what could
+    not be deleted (a folder without write permission, another user's files, NFS's `.nfs*` files): never a run
+    started over a half-deleted one. `why`: what the deletion was for, said in the error."""
+    failed: list[str] = []
+
+    def note(path: str, exc: BaseException) -> None:  # (a folder left non-empty by what failed in it is no cause)
+        if not isinstance(exc, FileNotFoundError) and getattr(exc, "errno", None) != errno.ENOTEMPTY:
+            failed.append(f"{path} ({getattr(exc, 'strerror', None) or exc})")
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(root, onexc=lambda _function, path, exc: note(path, exc))
+    else:
+        shutil.rmtree(root, onerror=lambda _function, path, exc_info: note(path, exc_info[1]))
+    if failed or root.exists() or root.is_symlink():
+        shown = "; ".join(failed[:3]) + (f"; and {len(failed) - 3} more" if len(failed) > 3 else "")
+        problem = f"{why}: cannot delete {len(failed)} path(s) under it: {shown or 'it is still there'}"
+        raise RunFileError(str(root), problem, f"make them deletable (or delete {root} yourself) and run it again")
 
 
 class RunDir:
@@ -166,6 +191,12 @@ class RunDir:
             raise RunFileError(str(self.config_path), "not a YAML mapping", self.remedy)
         return config
 
+    @staticmethod
+    def stage(status: dict[str, Any]) -> str:
+        """The state a run's files are in: its status, or for a failed run the state it failed in (running when
+        status.json does not say)."""
+        return (status.get("failed_in") or "running") if status["status"] == "failed" else status["status"]
+
     def check(self, status: dict[str, Any]) -> None:
         """Raise RunFileError if a file that carrying this run on would read is broken.
 
@@ -174,7 +205,7 @@ class RunDir:
         complete final/; a run not yet finished needs readable eval/<suite>.jsonl files. A failed run
         is checked as the status it failed in.
         """
-        state = (status.get("failed_in") or "running") if status["status"] == "failed" else status["status"]
+        state = self.stage(status)
         if data_hash(self.read_config()) != status["config_hash"]:
             raise RunFileError(
                 str(self.config_path),
@@ -198,18 +229,22 @@ class RunDir:
         metrics: list[dict[str, Any]],
         summary: dict[str, Any] | None = None,
         horizon: dict[str, Any] | None = None,
+        ks: dict[str, int] | None = None,
     ) -> str | None:
         """Why the record of a run whose training ended cannot be believed, None when it can: status.json and
-        config.yaml name the run and profile of the directory they are in (results/<profile>/<run_id>/), a
-        train or score run's metrics.jsonl holds steps 1..N once each, in order, N its status's step (a train run
-        finished uncollapsed: N its train.steps), and its summary and J_H curve are within their ranges
-        (gropd/record/ranges.py). A reader shows such a run as missing, never as a number."""
+        config.yaml name the run and profile of the directory they are in (results/<profile>/<run_id>/), its summary
+        (of the configured size: eval.questions, and `ks`, planned_k, when given) and J_H curve are within their
+        ranges (gropd/record/ranges.py), and a train or score run's metrics.jsonl holds steps 1..N once each, in
+        order, N its status's step, each number within its range (metrics_problem); a train run finished
+        uncollapsed has N its train.steps; a collapsed one (train runs alone collapse) its collapse_step an
+        integer in 1..train.steps equal to N, at which its metrics bear the collapse out (collapse_reason: a
+        non-finite number or the config's rule firing). A reader shows such a run as missing, never as a number."""
         place = {"profile": self.root.parent.name, "run_id": self.root.name}
         for name, record in (("status.json", status), ("config.yaml", config)):
             for key, want in place.items():
                 if record.get(key) != want:
                     return f"{name} says {key} {record.get(key)!r}, but it is in {self.root}"
-        if problem := summary_problem(summary, config) or horizon_problem(horizon):
+        if problem := summary_problem(summary, config, ks) or horizon_problem(horizon):
             return problem
         if config.get("kind") not in ("train", "score") or status["status"] not in (*DONE, "trained"):
             return None
@@ -219,10 +254,38 @@ class RunDir:
             what = f"steps {repeated[:5]} more than once" if repeated else "steps out of order or with gaps"
             return f"{self.metrics_path.name} has {what} ({len(steps)} records)"
         if len(steps) != last:
-            return f"{self.metrics_path.name} ends at step {len(steps)}, but status.json at step {last} (cut short?)"
+            return f"{self.metrics_path.name} ends at step {len(steps)}, but status.json at step {last!r} (cut short?)"
+        if problem := metrics_problem(metrics, config, collapsed=status["status"] == "collapsed"):
+            return problem
         planned = (config.get("train") or {}).get("steps")
-        if config.get("kind") == "train" and status["status"] == "finished" and steps and last != planned:
+        if config.get("kind") == "train" and status["status"] == "finished" and last != planned:
             return f"status.json says finished at step {last}, but train.steps is {planned} (cut short?)"
+        return self.collapse_problem(status, config, metrics) if status["status"] == "collapsed" else None
+
+    def collapse_problem(
+        self, status: dict[str, Any], config: dict[str, Any], metrics: list[dict[str, Any]]
+    ) -> str | None:
+        """Why a status "collapsed" is not borne out by the run's record (None when it is; record_problem)."""
+        at, planned = status.get("collapse_step"), (config.get("train") or {}).get("steps")
+        if config.get("kind") != "train":
+            return f"status.json says collapsed, but a {config.get('kind')} run does not train"
+        if type(at) is not int or type(planned) is not int or not 1 <= at <= planned:
+            return f"status.json says collapsed at step {at!r}, not a step of the run's 1..{planned}"
+        if at != len(metrics):
+            return f"status.json says collapsed at step {at}, but {self.metrics_path.name} ends at step {len(metrics)}"
+        try:
+            rule = CollapseRule.model_validate(config.get("collapse"))
+        except ValidationError:
+            return "config.yaml has no collapse rule a collapse could be read by"
+        try:
+            reason = collapse_reason(metrics, rule)
+        except (KeyError, TypeError):  # a record without the rule's verifier_reward or frac_at_len_cap, or not numbers
+            reason = None
+        if reason is None:
+            return (
+                f"status.json says collapsed at step {at}, but {self.metrics_path.name} holds no non-finite number "
+                "there and the config's collapse rule does not fire at it"
+            )
         return None
 
     # ------------------------------------------------------------------------- metrics and summary
@@ -281,6 +344,30 @@ class RunDir:
         if not isinstance(state, dict) or state.get("step") != step or "sampler" not in state:
             raise RunFileError(str(path / "trainer_state.json"), f"not the trainer state of step {step}", remedy)
         return state
+
+    def check_resumable(self, config_hash: str, steps: int, vouched: bool) -> None:
+        """RunFileError naming the latest checkpoint unless the run could have written it: its step within 1..`steps`
+        (train.steps), the config hash its trainer_state.json records equal to `config_hash` (the run's), and
+        metrics.jsonl holding steps 1..step (the records it resumes after). A checkpoint written before they recorded
+        a hash is believed only when `vouched`: the run's own status.json, whose config hash equals the run's, is
+        beside it (what_changed); a directory without one (a leftover) has nothing to vouch for it."""
+        if (latest := self.latest_checkpoint()) is None:
+            return
+        step, path = latest
+        remedy = f"delete {path} (the run resumes from the checkpoint before it, or from the start), or {self.afresh}"
+        if step > steps:
+            raise RunFileError(str(path), f"a checkpoint of step {step}, past this run's train.steps {steps}", remedy)
+        recorded = self.read_checkpoint(step, path).get("config_hash")
+        if recorded is None and not vouched:
+            problem = "records no config hash, and no status.json of this run vouches for it (left over?)"
+            raise RunFileError(str(path / "trainer_state.json"), problem, remedy)
+        if recorded is not None and recorded != config_hash:
+            problem = f"written by a run of config {recorded!r}, not this run's {config_hash!r}"
+            raise RunFileError(str(path / "trainer_state.json"), problem, remedy)
+        held = [record["step"] for record in self.read_metrics() if record["step"] <= step]
+        if held != list(range(1, step + 1)):
+            problem = f"holds {len(held)} records of steps 1..{step}, the steps checkpoint {path.name} resumes after"
+            raise RunFileError(str(self.metrics_path), problem, remedy)
 
     @staticmethod
     def check_sealed(directory: Path, remedy: str) -> None:

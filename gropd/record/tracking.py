@@ -100,8 +100,10 @@ def start(accelerator: Accelerator, config: RunConfig, run_root: Path, first_ste
 
 
 def log_step(accelerator: Accelerator, record: dict[str, Any]) -> None:
-    """One metrics.jsonl record at its step; None values (undefined correlations, ...) are skipped."""
-    values = {key: value for key, value in record.items() if key != "step" and value is not None}
+    """One metrics.jsonl record at its step, its numbers alone: None values (undefined correlations, a non-finite
+    number) and the record's NON_FINITE flag are skipped."""
+    numbers = (int, float)
+    values = {k: v for k, v in record.items() if k != "step" and isinstance(v, numbers) and not isinstance(v, bool)}
     accelerator.log(values, step=record["step"])
 
 

@@ -26,6 +26,7 @@ from gropd.config.grids import RunEntry, expand_grid, grid_names, load_grid
 from gropd.config.layering import dotted_to_nested, nested_to_dotted
 from gropd.credit import METHODS
 from gropd.horizon import horizon_grid
+from gropd.record.ranges import planned_k
 from gropd.record.run_dir import DONE, RunDir
 from gropd.report.registration import Registration, load_registration
 from gropd.report.seed_dirs import seeds_on_disk
@@ -422,7 +423,7 @@ class Evidence:
         run_dir.check(status)
         config, summary, metrics = run_dir.read_config(), run_dir.read_summary(), run_dir.read_metrics()
         horizon = run_dir.read_horizon()
-        broken = run_dir.record_problem(status, config, metrics, summary, horizon) or ""
+        broken = run_dir.record_problem(status, config, metrics, summary, horizon, planned_k(config, self.suites)) or ""
         return Run(entry, path, status, config, summary, metrics, horizon, broken=broken)
 
     @cached_property

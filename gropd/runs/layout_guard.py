@@ -30,13 +30,25 @@ def _holder_of_read_only(path: Path) -> Path | None:
 
 
 def require_results_location(results: Path, profile: str) -> None:
-    """ConfigError (exit 2, nothing written) unless runs of `profile` may be written under `results`: neither it nor
-    results/<profile> resolves (links followed) to the repository's root (the working directory), into the tiny
-    world, or into a committed set or any folder of one."""
+    """ConfigError (exit 2, nothing written) unless runs of `profile` may be written under `results`: it does not
+    start with a `~` no shell expanded (`--results '~/x'`), and neither it nor results/<profile> resolves (links
+    followed) to the filesystem's root, the repository's root (the working directory), into experiments/, into the
+    tiny world, or into a committed set or any folder of one."""
     root, world = Path.cwd().resolve(), WORLD_ROOT.resolve()
+    if results.parts and results.parts[0].startswith("~"):
+        problem = (
+            f"{str(results)!r} starts with a '~' no shell expanded: it would make a folder named {results.parts[0]!r}"
+        )
+        raise ConfigError("command line", "--results", problem, "the path written out (e.g. $HOME/..., unquoted ~/...)")
     for path in (results, results / profile):
         target = path.resolve()
-        if target == root:
+        if target == Path(target.anchor):
+            problem = f"{str(path)!r} is the filesystem's root: runs would be written among the system's folders"
+        elif target == root / "experiments" or root / "experiments" in target.parents:
+            problem = (
+                f"{str(path)!r} resolves to {target}, inside experiments/: its YAML files are the project's settings"
+            )
+        elif target == root:
             problem = f"{str(path)!r} is the repository's root: runs would be written among its files"
         elif target == world or world in target.parents:
             problem = f"{str(path)!r} resolves to {target}, inside the tiny world ({WORLD_ROOT}): its models live there"

@@ -24,7 +24,8 @@ from typing import Any
 from gropd.config import Manifests, RunConfig, config_hash, config_yaml, data_hash
 from gropd.config.errors import ConfigError, RunFileError
 from gropd.model.checkpoints import checkpoint_digests, checkpoint_identity, checkpoint_stamps
-from gropd.record.run_dir import DONE, RunDir
+from gropd.record.ranges import planned_k
+from gropd.record.run_dir import DONE, RunDir, delete_tree
 
 STARTED = (*DONE, "failed", "resumable")  # seen states of a run that has begun
 
@@ -217,11 +218,11 @@ def _link_or_copy(source: str, target: str) -> None:
 def copy_twin(twin: RunDir, run_dir: RunDir, config: RunConfig, identity: dict[str, Any]) -> dict[str, Any]:
     """Give `run_dir` (absent or empty) the results of `twin`; returns the new status."""
     staging = run_dir.root.with_name(run_dir.root.name + ".twin-tmp")
-    shutil.rmtree(staging, ignore_errors=True)
+    delete_tree(staging, "a twin's results are staged there")
     shutil.copytree(twin.root, staging, ignore=shutil.ignore_patterns(*NOT_COPIED))
     if twin.final.is_dir():
         shutil.copytree(twin.final, staging / "final", copy_function=_link_or_copy)
-    shutil.rmtree(run_dir.root, ignore_errors=True)
+    delete_tree(run_dir.root, "a twin's results take its place")
     staging.rename(run_dir.root)
     run_dir.write_config(config_yaml(config))
     source = {key: value for key, value in (twin.read_status() or {}).items() if key not in SESSION_FIELDS}
@@ -245,7 +246,8 @@ def twin_to_copy(config: RunConfig, state: str, manifests: Manifests, results_ro
             config_data = candidate.read_config()
             if status.get("status") in DONE and same_models and settings_hash(config_data) == wanted:
                 record = (candidate.read_metrics(), candidate.read_summary(), candidate.read_horizon())
-                if candidate.record_problem(status, config_data, *record) is None:
+                ks = planned_k(config_data, manifests.suites.get(config.profile) or {})
+                if candidate.record_problem(status, config_data, *record, ks) is None:
                     return candidate
         except RunFileError:  # a broken run is nobody's twin; its own run reports it
             continue

@@ -15,7 +15,6 @@ evaluate RUN_ID --recorded`: the config it trained with), whose records are thos
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,11 +22,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gropd.config import ConfigError, Manifests, RunConfig, config_hash, config_yaml, resolve_run
+from gropd.config import ConfigError, Manifests, RunConfig, RunFileError, config_hash, config_yaml, resolve_run
 from gropd.config.grids import RunEntry, expand_grid, grid_entry, load_grid, run_file_path, write_run_file
 from gropd.credit import method
 from gropd.numerics import enter
-from gropd.record.run_dir import DONE, RunDir
+from gropd.record.ranges import planned_k
+from gropd.record.run_dir import DONE, RunDir, delete_tree
 from gropd.record.run_lock import check_free, child_env, hold_run
 from gropd.record.tracking import check_backends, log_evaluation
 from gropd.runs.lifecycle import (
@@ -138,15 +138,19 @@ def _execute(
     limits: RunLimits | None,
 ) -> dict[str, Any]:
     if force and ranks.main:
-        shutil.rmtree(root, ignore_errors=True)
+        delete_tree(root, "--force deletes the run's directory")
     ranks.meet()
     run_dir, state = run_state(config, results_root, manifests)
     ranks.meet()
     if state in DONE:
+        refuse_broken_record(run_dir, manifests)
         print(f"[{config.run_id}] already {state}; nothing to do (--force redoes it)", file=sys.stderr)
         return run_dir.read_status() or {}
     if state == "changed":
         raise changed_error(run_dir, config, manifests)
+    status = run_dir.read_status()
+    if config.kind == "train" and (status is None or run_dir.stage(status) == "running"):  # it trains: from where?
+        run_dir.check_resumable(config_hash(config), config.train.steps, vouched=status is not None)
     check_backends(config.tracking)
     twin = twin_to_copy(config, state, manifests, results_root, force)
     if twin is not None:
@@ -184,6 +188,18 @@ def _execute(
                 )
             return status
     return evaluate_in_own_process(config, manifests, run_dir)
+
+
+def refuse_broken_record(run_dir: RunDir, manifests: Manifests) -> None:
+    """RunFileError (exit 2) when a run that says it is done has a record no report would believe
+    (RunDir.record_problem: "finished" without its metric lines, a collapse its metrics do not bear out, ...): it
+    is neither redone in silence nor called done."""
+    status, config = run_dir.read_status() or {}, run_dir.read_config()
+    record = (run_dir.read_metrics(), run_dir.read_summary(), run_dir.read_horizon())
+    ks = planned_k(config, manifests.suites.get(run_dir.root.parent.name) or {})
+    if problem := run_dir.record_problem(status, config, *record, ks):
+        problem = f"says {status.get('status')}, but its record cannot be believed: {problem}"
+        raise RunFileError(str(run_dir.status_path), problem, run_dir.remedy)
 
 
 def evaluate_in_own_process(config: RunConfig, manifests: Manifests, run_dir: RunDir) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from eval.suites import SuiteError, load_suite_manifest, question_pool
 from gropd.config.errors import ConfigError
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
-from gropd.model.checkpoints import checkpoint_ref, model_config
+from gropd.model.checkpoints import checkpoint_ref, local_model_config, model_config, require_world_bytes
 from gropd.model.fit import (
     GIB,
     SAMPLER_ROWS,
@@ -137,6 +137,31 @@ def require_question_range(config: RunConfig, manifests: Manifests) -> None:
                 "eval.first_question / eval.questions",
                 f"questions {first}..{end - 1} of suite {name}, which has {pool}",
                 f"a range inside 0..{pool - 1}",
+            )
+
+
+def require_positions(config: RunConfig, manifests: Manifests) -> None:
+    """Each response cap the run samples with (sampling.max_new_tokens in training, read by student and teacher;
+    eval.sampling.<mode>.max_new_tokens in an evaluation) plus at least one prompt token within the positions of
+    the model that reads it (config.json's max_position_embeddings), known before the run where the model's files
+    are local (the tiny world; a Hub model not downloaded is checked by nothing here). The prompt's own length is not
+    counted beyond its first token: it is known only once the prompts are rendered."""
+    roles = models_of(config, manifests)
+    label, mode = roles["model" if config.kind == "eval" else "student"]
+    caps = (
+        [] if config.kind == "score" else [(label, config.eval.sampling[mode].max_new_tokens, f"eval.sampling.{mode}")]
+    )
+    if config.kind in ("train", "score"):
+        caps += [(label, config.sampling.max_new_tokens, "sampling") for label, _ in roles.values()]
+    for label, cap, section in caps:
+        positions = (local_model_config(manifests, config.profile, label) or {}).get("max_position_embeddings")
+        if isinstance(positions, int) and cap + 1 > positions:
+            raise ConfigError(
+                f"run {config.run_id}",
+                f"{section}.max_new_tokens",
+                f"{cap} tokens after a prompt of at least one: past model {label}'s {positions} positions "
+                "(max_position_embeddings in its config.json)",
+                f"at most {positions - 1} (less the prompt's length)",
             )
 
 
@@ -423,6 +448,9 @@ def preflight(config: RunConfig, manifests: Manifests) -> None:
     require_sampler_logprobs(config.backend, int(os.environ.get("WORLD_SIZE", "1")))
     require_device(config, cuda)
     require_question_range(config, manifests)
+    require_positions(config, manifests)
+    for label, _ in models_of(config, manifests).values():
+        require_world_bytes(manifests, config.profile, label)
     require_tiny_instruction(config, manifests)
     require_started_teacher_server(config, manifests)
     if cuda and vllm:

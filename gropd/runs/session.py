@@ -6,8 +6,9 @@ Liveness, how `status` tells *running* from *resumable*: a session records `pid`
 starts, and the training loop refreshes `updated` every step. A run that is not done is
 running when that process is alive: on the same host, the pid exists, is not a zombie and, on
 Linux, started when status.json says (a record without that time proves nothing); on another host
-(results/ on a shared filesystem), status.json was updated less than STALE_AFTER_S ago (`updated` is UTC with
-its offset, so the reader's zone does not matter: gropd/record/run_dir.py, updated_timestamp).
+(results/ on a shared filesystem), status.json was updated less than STALE_AFTER_S ago and no more than
+CLOCK_SKEW_S ahead of this host's clock (`updated` is UTC with its offset, so the reader's zone does not matter:
+gropd/record/run_dir.py, updated_timestamp; a time in the future is no sign of life).
 Otherwise nobody is working on it and it is resumable.
 
 Failure: an exception in a session sets `status: failed`, `reason: "<Type>: message"` and
@@ -38,6 +39,7 @@ from gropd.record.run_dir import MAX_PID, RunDir, updated_timestamp
 from gropd.record.run_lock import RunBusyError, RunLostError, held_by_parent
 
 STALE_AFTER_S = 30 * 60
+CLOCK_SKEW_S = 5 * 60  # how far another host's clock may run ahead: an `updated` later than that (2099) is stale
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,7 @@ def is_alive(status: dict[str, Any], now: float | None = None) -> bool:
         recorded, current = status.get("pid_start"), process_start(pid)
         return not zombie(pid) and (current is None or recorded == current)
     updated = updated_timestamp(status.get("updated"))
-    return updated is not None and (now or time.time()) - updated < STALE_AFTER_S
+    return updated is not None and -CLOCK_SKEW_S <= (now or time.time()) - updated < STALE_AFTER_S
 
 
 def zombie(pid: int) -> bool:

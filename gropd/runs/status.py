@@ -27,6 +27,7 @@ from typing import Any
 
 from gropd.config import ConfigError, Manifests, RunConfig, RunFileError
 from gropd.config.grids import grid_names, run_file_path
+from gropd.record.ranges import planned_k
 from gropd.record.run_dir import DONE, RunDir
 from gropd.runs.lifecycle import seen_state, what_changed
 from gropd.runs.pipeline import grid_entries
@@ -109,7 +110,9 @@ def run_row(run_dir: RunDir, config: RunConfig | None, manifests: Manifests | No
         summary, horizon = run_dir.read_summary(), run_dir.read_horizon()
     except RunFileError as err:
         return StatusRow(run_id, "broken", reason=str(err))
-    if not changed and (problem := run_dir.record_problem(status, run_dir.read_config(), metrics, summary, horizon)):
+    recorded = run_dir.read_config()
+    ks = planned_k(recorded, manifests.suites.get(run_dir.root.parent.name) or {}) if manifests else None
+    if not changed and (problem := run_dir.record_problem(status, recorded, metrics, summary, horizon, ks)):
         return StatusRow(run_id, "broken", reason=f"{run_dir.root}: {problem}")  # what a report would leave out
     steps = _recorded_steps(run_dir, config)
     kind = status.get("kind", "train")

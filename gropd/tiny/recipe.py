@@ -15,7 +15,7 @@ from pathlib import Path
 
 from eval import tiny_tasks
 from eval.tiny_tasks import STYLES
-from fileio import load_yaml
+from fileio import file_sha256, files_under, load_yaml
 from gropd.templates import check_mode
 
 GENERATOR_VERSION = f"world3-tasks{tiny_tasks.VERSION}"
@@ -249,3 +249,13 @@ def load_recipe(path: Path) -> tuple[Recipe, str]:
     """The typed recipe at `path` and its full hash."""
     data = load_yaml(Path(path).read_text())
     return parse_recipe(data, str(path)), recipe_hash(data)
+
+
+WORLD_FILES = "files"  # world.json's {path under the world's folder: sha256} of every file it was built with
+
+
+def world_files(directory: Path) -> dict[str, str]:
+    """WORLD_FILES of a tiny world's folder: the sha256 of its every file (world.json itself and hidden files left
+    out), by its path under `directory` (models/<label>/model.safetensors, tokenizer/tokenizer.json, ...); a run
+    checks its models' files against them (gropd/model/checkpoints.py: require_world_bytes)."""
+    return {name: file_sha256(directory / name) for name in files_under(directory) if name != "world.json"}

@@ -6,7 +6,8 @@ built, builds everything deterministically from the recipe's seeds into
     results/tiny/world/<recipe_hash12>/
       tokenizer/            save_pretrained directory (AutoTokenizer loads it)
       models/<label>/       save_pretrained directory (AutoModelForCausalLM loads it)
-      world.json            recipe hash, build seconds, per-model/mode/task held-out accuracy
+      world.json            recipe hash, build seconds, per-model/mode/task held-out accuracy, the sha256 of
+                            every file (`files`: a run refuses a world whose bytes changed)
 
 A model is its own SFT run from random weights (`shape` + `sft`: pretraining), a run that
 continues another model's weights (`continue_from` + `sft`: post-training), or an *earlier
@@ -45,6 +46,7 @@ from eval import tiny_tasks
 from gropd.templates import render_prompt, stop_token_ids
 from gropd.tiny.recipe import (
     GENERATOR_VERSION,
+    WORLD_FILES,
     WORLD_ROOT,
     ContinuedRun,
     EarlierCheckpoint,
@@ -52,6 +54,7 @@ from gropd.tiny.recipe import (
     label_hash,
     load_recipe,
     world_directory,
+    world_files,
 )
 from gropd.tiny.sft import build_model, make_examples, sft_train
 from gropd.tiny.tokenizer import build_tokenizer
@@ -266,6 +269,7 @@ def build_world(recipe: Recipe, full_hash: str, target: Path, root: Path) -> dic
         "build_wall_seconds": round(time.perf_counter() - start, 1),
         "accuracy_method": f"greedy, first {recipe.eval_questions_per_task} eval questions per task",
         "models": {label: entries[label] for label in recipe.models},
+        WORLD_FILES: world_files(target),  # what a run checks the files against (require_world_bytes)
     }
     (target / "world.json").write_text(json.dumps(info, indent=2) + "\n")
     return info

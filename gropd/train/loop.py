@@ -1,5 +1,5 @@
 """One training run from its resolved config: build, resume, loop, checkpoint, collapse, save; with the
-learning-rate schedule and the collapse rule it applies (the two sections at the end).
+learning-rate schedule (the section at the end); the collapse rule it applies is gropd/record/collapse.py's.
 
 Checkpoints (accelerate's save_state: model, optimiser, scheduler, RNG states, plus the
 prompt sampler's position) are written to a temp directory, sealed and renamed (run_dir.py), every
@@ -33,8 +33,9 @@ from accelerate.utils import (
 
 from eval.grading import Grader
 from eval.suites import Question
+from gropd.config import config_hash
 from gropd.config.manifests import Manifests
-from gropd.config.schema import CollapseRule, RunConfig
+from gropd.config.schema import RunConfig
 from gropd.credit import method
 from gropd.model.checkpoints import torch_dtype
 from gropd.model.chunked_logprobs import chunk_tokens
@@ -50,6 +51,7 @@ from gropd.model.fit import GIB, Architecture, run_trainer_memory
 from gropd.model.rollout.base import require_sampler_logprobs, samples_a_copy
 from gropd.model.teacher.server import TeacherServerAway
 from gropd.record import tracking
+from gropd.record.collapse import collapse_reason
 from gropd.record.run_dir import RunDir, seal
 from gropd.record.run_lock import require_held
 from gropd.train.device_memory import held_gib
@@ -152,7 +154,12 @@ def make_optimizer(config: RunConfig, model: torch.nn.Module, fused: bool = Fals
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def save_checkpoint(accelerator: Accelerator, run_dir: RunDir, step: int, sampler: PromptSampler, keep: int) -> None:
+def save_checkpoint(
+    accelerator: Accelerator, run_dir: RunDir, step: int, sampler: PromptSampler, keep: int, config_hash: str
+) -> None:
+    """checkpoints/step_<step>/: accelerate's state and trainer_state.json (the step, the sampler's position and the
+    run's config hash: RunDir.check_resumable resumes only from a checkpoint the run itself could have written),
+    sealed; the oldest beyond `keep` deleted."""
     final, tmp = run_dir.checkpoints / f"step_{step}", run_dir.checkpoints / f"step_{step}.tmp"
     if accelerator.is_main_process:
         require_held(run_dir.root)
@@ -161,7 +168,9 @@ def save_checkpoint(accelerator: Accelerator, run_dir: RunDir, step: int, sample
     accelerator.save_state(str(tmp))
     accelerator.wait_for_everyone()  # every process's files are on disk before they are sealed
     if accelerator.is_main_process:
-        (tmp / "trainer_state.json").write_text(json.dumps({"step": step, "sampler": sampler.state_dict()}))
+        (tmp / "trainer_state.json").write_text(
+            json.dumps({"step": step, "sampler": sampler.state_dict(), "config_hash": config_hash})
+        )
         seal(tmp)
         tmp.rename(final)
         for _, old in run_dir.checkpoint_steps()[:-keep]:
@@ -307,7 +316,9 @@ def _train(
             watchdog.beat()
             if step % config.train.checkpoint_every == 0 or step == config.train.steps:
                 with watchdog.paused(), tied_weights_saved_quietly(accelerator.unwrap_model(ctx.model)):
-                    save_checkpoint(accelerator, run_dir, step, sampler, config.train.keep_checkpoints)
+                    save_checkpoint(
+                        accelerator, run_dir, step, sampler, config.train.keep_checkpoints, config_hash(config)
+                    )
     finally:
         watchdog.stop()  # what follows (the final model, the group's end) is bounded by the collective timeout
         ctx.grader.close()
@@ -394,46 +405,3 @@ def lr_factor(update: int, total: int, name: str, warmup_steps: int, min_lr_rati
     progress = min(update, total) / total
     decay = 1.0 - progress if name == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
     return warm * (min_lr_ratio + (1.0 - min_lr_ratio) * decay)
-
-
-# --- collapse --------------------------------------------------------------------------------------------
-# When a run has collapsed (docs/DESIGN.md §1): non-finite numbers, or the run's YAML rule firing.
-#
-# Decided from the metrics history alone, so a resumed run decides exactly as an
-# uninterrupted one. Verifier reward is a monitor here, never part of the objective.
-
-FINITE_KEYS = ("loss", "grad_norm")
-FINITE_IF_PRESENT = ("mean_advantage_abs", "kl_mean")  # the advantage methods' |A|; fullkl's mean KL
-
-
-def collapse_reason(history: list[dict[str, Any]], rule: CollapseRule) -> str | None:
-    """A sentence saying why the run has collapsed at its last step, or None.
-
-    Reward rule: with m_s the `reward_window`-step trailing moving average of
-    `verifier_reward` and m_0 its first full-window value, collapsed when
-    m_s < reward_fraction · m_0 for `reward_patience` consecutive steps (never fires when m_0 = 0).
-    Length rule: `frac_at_len_cap` >= len_cap_fraction for `len_cap_patience` consecutive steps.
-    """
-    last = history[-1]
-    for key in FINITE_KEYS + tuple(key for key in FINITE_IF_PRESENT if key in last):
-        value = last.get(key)
-        if value is None or not math.isfinite(value):  # None: NaN, as metrics records write it
-            return f"non-finite {key} ({'nan' if value is None else value}) at step {last['step']}"
-    rewards, window = [record["verifier_reward"] for record in history], rule.reward_window
-    averages = [sum(rewards[i - window : i]) / window for i in range(window, len(rewards) + 1)]
-    if averages and averages[0] > 0:
-        floor = rule.reward_fraction * averages[0]
-        if _run_length(averages, lambda m: m < floor) >= rule.reward_patience:
-            return (
-                f"verifier-reward moving average below {rule.reward_fraction:g} x its start "
-                f"({averages[0]:.3f}) for {rule.reward_patience} steps"
-            )
-    capped = [record["frac_at_len_cap"] for record in history]
-    if _run_length(capped, lambda x: x >= rule.len_cap_fraction) >= rule.len_cap_patience:
-        return f"{rule.len_cap_fraction:.0%} or more of responses at the length cap for {rule.len_cap_patience} steps"
-    return None
-
-
-def _run_length(values: list[float], condition) -> int:
-    """How many values at the end of the list satisfy `condition` in a row."""
-    return next((i for i, value in enumerate(reversed(values)) if not condition(value)), len(values))

@@ -22,7 +22,6 @@ Deviation from the paper: none known; values the paper does not state come from 
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from contextlib import AbstractContextManager, nullcontext
@@ -53,6 +52,7 @@ from gropd.model.forward_batches import even_out, no_grad_logprobs, plan_forward
 from gropd.model.logprobs import PackedBatch, logprob_score, pack, reverse_kl_score, rows_scores
 from gropd.model.rollout.base import RolloutBatch, RolloutEngine, SamplingSettings
 from gropd.model.teacher.base import TeacherScorer
+from gropd.record.ranges import strict_record
 from gropd.train.correlation import pearson, spearman
 from gropd.train.device_memory import memory_metrics, phase_peak_gib
 from gropd.train.rank_balance import balanced_minibatch
@@ -436,7 +436,7 @@ def train_step(ctx: StepContext, config: RunConfig, questions: list[Question], s
         "time_update_s": t1 - t0 + rollout.seconds["credit"],
         **memory_metrics(peaks_gib, ctx.engines_gib, ctx.trainer_gib),
     }
-    return {key: (None if isinstance(v, float) and math.isnan(v) else v) for key, v in record.items()}
+    return strict_record(record)  # metrics.jsonl is strict JSON: a non-finite number is null, flagged
 
 
 def dump_path(dump_dir: Path, step: int, rank: int) -> Path:
