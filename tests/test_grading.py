@@ -262,8 +262,8 @@ def test_unguarded_script_grades_through_the_workers(tmp_path, how):
 
 
 @pytest.mark.parametrize("how", ["file", "stdin"])
-def test_readme_grading_example_runs_pasted_into_a_file_or_stdin(tmp_path, how):
-    example = (REPO / "README.md").read_text().split("## Grading answers from your own code", 1)[1]
+def test_the_usage_pages_grading_example_runs_pasted_into_a_file_or_stdin(tmp_path, how):
+    example = (REPO / "docs" / "usage.md").read_text().split("## Grading answers from your own code", 1)[1]
     code = example.split("```python\n", 1)[1].split("```", 1)[0]
     result = run_python(tmp_path, code, how)
     assert result.returncode == 0, result.stderr[-2000:]
