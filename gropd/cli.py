@@ -389,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # a path it cannot use (exit 2), or a full or vanished filesystem mid-way: one line
-        print(f"error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
+        where = err.filename or f"a write under {args.results}/"  # (a write to an open file names no path: EFBIG)
+        print(f"error: {where}: {err.strerror or err}", file=sys.stderr)
         return 2 if err.errno in UNUSABLE_PATH else 1
     except KeyboardInterrupt:
         print(f"interrupted: gropd {args.command} stopped (a run it was on is resumable)", file=sys.stderr)

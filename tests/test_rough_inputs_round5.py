@@ -4,6 +4,7 @@ a silent acceptance on 4757a4e."""
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 import socket
@@ -146,3 +147,17 @@ def test_the_committed_worlds_file_hashes_are_the_bytes_every_committed_run_reco
                 assert info["files"][name if name.startswith("tokenizer/") else f"models/{label}/{name}"] == digest
                 compared += 1
     assert compared == 4056 and len(info["files"]) == 21  # 6 models x 3 files, the tokenizer's 3
+
+
+def test_a_file_too_large_mid_write_names_where_it_wrote(project, capsys, monkeypatch) -> None:
+    """EFBIG from a write to an open file carries no path: the one line names the results directory written under,
+    and the exit is 1 (what befell a write, as a full disk: the run resumes), not a traceback."""
+
+    def too_large(args) -> int:
+        raise OSError(errno.EFBIG, "File too large")
+
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(cli, "cmd_status", too_large)
+    assert cli.main(["--results", "elsewhere", "status", "--profile", "tiny"]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: a write under elsewhere/: File too large\n"
