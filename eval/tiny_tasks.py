@@ -14,16 +14,17 @@ the digit-wise procedure; the worked solutions are still 30-125 tokens long.)
 The long-horizon world (experiments/tiny_world_long.yaml, world 5) has one more task, whose worked solutions are
 200-500 tokens of dependent steps:
 
-    chain    47+8-3+6-9+5-7    a start in [10, 99], then 6-10 terms ±d, d in [2, 9]; the sign keeps every
+    chain    47+8-3+6-9+5-7    a start in [10, 99], then 6-9 terms ±d, d in [2, 9]; the sign keeps every
                                running value in [10, 99] (+ when − would fall below 10, − when + would pass
                                99, else drawn)
 
-Its worked solution is one line per term, numbered, the step's columns (as above, brief) and its result:
+Its worked solution is one line per term: the expression left, the first operation's columns (as above, brief)
+and its result, which starts the next line's expression:
 
-    "3) 47+8: 7+8+0=15 c1 4+0+1=5 c0 so 55"          "4) 55-3: 5-3-0=2 b0 5-0-0=5 b0 so 52"
+    "47+8-3+6: 7+8+0=15 c1 4+0+1=5 c0 so 55"     "55-3+6: 5-3-0=2 b0 5-0-0=5 b0 so 52"     "52+6: ..."
 
-and the next line starts from that result, so an error in one step changes every later step and the answer
-(~37 tokens a step). TASKS stays the six tasks above (world 4's); LONG_TASKS holds chain, and every function
+so every step reads the line before it, and an error in one step changes every later step and the answer
+(~30-50 tokens a step). TASKS stays the six tasks above (world 4's); LONG_TASKS holds chain, and every function
 here takes a task of either.
 
 Answers are plain positive integers. The held-out set of each task is FIXED: the first
@@ -54,7 +55,7 @@ VERSION = 2
 TASKS = ("add", "sub", "mul", "add3", "mixed", "muladd")
 LONG_TASKS = ("chain",)
 ALL_TASKS = TASKS + LONG_TASKS  # a task's index here seeds its evaluation pool
-CHAIN_TERMS = (6, 10)  # terms of a chain question (inclusive)
+CHAIN_TERMS = (6, 9)  # terms of a chain question (inclusive)
 CHAIN_RANGE = (10, 99)  # every running value of a chain
 STYLES = ("brief", "detailed")
 EVAL_POOL = 1000
@@ -254,12 +255,14 @@ def _mul_lines(a: int, b: int, detailed: bool) -> tuple[list[str], int]:
 
 
 def _chain_lines(terms: tuple[int, ...], detailed: bool) -> tuple[list[str], int]:
-    """A chain's steps, one line each: "k) acc±d: " + that addition's or subtraction's brief columns + " so result"
-    (a chain has one style: `detailed` is not read)."""
+    """A chain's steps, one line each: the expression left ("acc±d±e..."), ": ", the first operation's brief
+    columns and " so result"; the next line's expression is that result and the terms after the first (a chain
+    has one style: `detailed` is not read)."""
     lines, value = [], terms[0]
     for k, x in enumerate(terms[1:], 1):
         columns, result = _add_lines((value, x), False) if x > 0 else _sub_lines(value, -x, False)
-        lines.append(f"{k}) {value}{x:+d}: {' '.join(columns)} so {result}")
+        rest = "".join(f"{y:+d}" for y in terms[k:])
+        lines.append(f"{value}{rest}: {' '.join(columns)} so {result}")
         value = result
     return lines, value
 

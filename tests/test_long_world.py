@@ -25,12 +25,12 @@ EXPERIMENTS = REPO / "experiments"
 # 47+8-3+6-9+5-7, worked by hand column by column (ones first; "c"/"b": carry / borrow out):
 #   47+8: 7+8=15 c1, 4+1=5 -> 55;  55-3 -> 52;  52+6 -> 58;  58-9: 18-9=9 b1, 5-1=4 -> 49;  49+5: 14 c1, 5 -> 54;
 #   54-7: 14-7=7 b1, 5-1=4 -> 47
-HAND_WORKED = """1) 47+8: 7+8+0=15 c1 4+0+1=5 c0 so 55
-2) 55-3: 5-3-0=2 b0 5-0-0=5 b0 so 52
-3) 52+6: 2+6+0=8 c0 5+0+0=5 c0 so 58
-4) 58-9: 18-9-0=9 b1 5-0-1=4 b0 so 49
-5) 49+5: 9+5+0=14 c1 4+0+1=5 c0 so 54
-6) 54-7: 14-7-0=7 b1 5-0-1=4 b0 so 47
+HAND_WORKED = """47+8-3+6-9+5-7: 7+8+0=15 c1 4+0+1=5 c0 so 55
+55-3+6-9+5-7: 5-3-0=2 b0 5-0-0=5 b0 so 52
+52+6-9+5-7: 2+6+0=8 c0 5+0+0=5 c0 so 58
+58-9+5-7: 18-9-0=9 b1 5-0-1=4 b0 so 49
+49+5-7: 9+5+0=14 c1 4+0+1=5 c0 so 54
+54-7: 14-7-0=7 b1 5-0-1=4 b0 so 47
 \\boxed{47}"""
 
 
@@ -40,25 +40,24 @@ def test_chain_worked_solution_is_the_hand_worked_one_and_math_verify_grades_it(
     assert tiny_tasks.solve("chain", (47, 8, -3, 6, -9, 5, -7)) == 47
     assert tiny_tasks.worked_solution("chain", question, "brief") == HAND_WORKED
     # an early slip (47+8 written as 54 in the first step) carries into every later step and the answer, by hand:
-    slipped = """1) 47+8: 7+8+0=15 c1 4+0+1=5 c0 so 54
-2) 54-3: 4-3-0=1 b0 5-0-0=5 b0 so 51
-3) 51+6: 1+6+0=7 c0 5+0+0=5 c0 so 57
-4) 57-9: 17-9-0=8 b1 5-0-1=4 b0 so 48
-5) 48+5: 8+5+0=13 c1 4+0+1=5 c0 so 53
-6) 53-7: 13-7-0=6 b1 5-0-1=4 b0 so 46
+    slipped = """47+8-3+6-9+5-7: 7+8+0=15 c1 4+0+1=5 c0 so 54
+54-3+6-9+5-7: 4-3-0=1 b0 5-0-0=5 b0 so 51
+51+6-9+5-7: 1+6+0=7 c0 5+0+0=5 c0 so 57
+57-9+5-7: 17-9-0=8 b1 5-0-1=4 b0 so 48
+48+5-7: 8+5+0=13 c1 4+0+1=5 c0 so 53
+53-7: 13-7-0=6 b1 5-0-1=4 b0 so 46
 \\boxed{46}"""
-    later = tiny_tasks.worked_solution("chain", "54-3+6-9+5-7", "brief").splitlines()  # the chain from the slip on
-    assert [line.split(") ", 1)[-1] for line in slipped.splitlines()[1:]] == [line.split(") ", 1)[-1] for line in later]
+    assert slipped.splitlines()[1:] == tiny_tasks.worked_solution("chain", "54-3+6-9+5-7", "brief").splitlines()
     nothink = [render_target(text, answer, "nothink") for text, answer in ((HAND_WORKED, "47"), (slipped, "46"))]
     assert grade_batch(nothink, ["47", "47"]) == [True, False]
     think = render_target(HAND_WORKED, "47", "think")
     assert grade_batch([think], ["47"]) == [True]
 
 
-def _steps(solution: str) -> list[tuple[int, int]]:
-    """(step number, running value, signed term, result) of each line of a chain's worked solution."""
-    found = re.findall(r"^(\d+)\) (\d+)([+-]\d+): .* so (\d+)$", solution, flags=re.M)
-    return [tuple(map(int, step)) for step in found]
+def _steps(solution: str) -> list[tuple[int, tuple[int, ...], int]]:
+    """(running value, the signed terms left, result) of each line of a chain's worked solution."""
+    found = re.findall(r"^(\d+)((?:[+-]\d+)+): .* so (\d+)$", solution, flags=re.M)
+    return [(int(v), tuple(int(x) for x in re.findall(r"[+-]\d+", rest)), int(r)) for v, rest, r in found]
 
 
 def test_chain_questions_are_dependent_chains_of_the_intended_length() -> None:
@@ -67,13 +66,13 @@ def test_chain_questions_are_dependent_chains_of_the_intended_length() -> None:
     lengths = []
     for record in records:
         terms = tiny_tasks.question_operands("chain", record["question"])
-        assert 6 <= len(terms) - 1 <= 10 and all(2 <= abs(x) <= 9 for x in terms[1:])
+        assert 6 <= len(terms) - 1 <= 9 and all(2 <= abs(x) <= 9 for x in terms[1:])
         solution = tiny_tasks.worked_solution("chain", record["question"], "brief")
         steps = _steps(solution)
-        assert [(k, x) for k, _, x, _ in steps] == list(enumerate(terms[1:], 1))
+        assert len(steps) == len(terms) - 1 and solution.splitlines()[0].startswith(record["question"] + ": ")
         value = terms[0]
-        for _, running, x, result in steps:  # each step starts from the previous step's result
-            assert running == value and 10 <= running <= 99 and result == running + x
+        for k, (running, rest, result) in enumerate(steps, 1):  # each step starts from the previous step's result
+            assert running == value and rest == terms[k:] and 10 <= running <= 99 and result == running + rest[0]
             value = result
         assert 10 <= value <= 99 and record["answer"] == str(value) and solution.endswith(f"\\boxed{{{value}}}")
         target = render_target(solution, record["answer"], "nothink")
@@ -88,7 +87,7 @@ def test_chain_draws_keep_world4s_tasks_and_pools() -> None:
     assert "chain" not in tiny_tasks.TASKS and tiny_tasks.check_task("chain") == "chain"
     rng = random.Random(3)
     drawn = [tiny_tasks.draw_operands("chain", rng) for _ in range(200)]
-    assert {len(d) - 1 for d in drawn} == set(range(6, 11))  # every length 6-10 appears
+    assert {len(d) - 1 for d in drawn} == set(range(6, 10))  # every length 6-9 appears
     assert tiny_tasks.eval_questions("add", 2) + tiny_tasks.eval_questions("muladd", 1) == [  # world 4's, as before
         {"id": "add-0000", "question": "25+79", "answer": "104"},
         {"id": "add-0001", "question": "73+14", "answer": "87"},
