@@ -1,14 +1,17 @@
 """One SFT run of a tiny-world recipe, measured along the way: where to stop a student (an earlier checkpoint).
 
-    python benchmarks/tiny_run_curve.py --recipe experiments/tiny_world_long.yaml --run B4 --every 100 \\
-        --out /tmp/curve [--from 300]
+    python benchmarks/tiny_run_curve.py --recipe R --run B4 --every 50 --from 150 --out /tmp/curve
+    python benchmarks/tiny_run_curve.py --recipe R --post I1.7 --base DIR --out /tmp/post
+    python benchmarks/tiny_run_curve.py --recipe R --adopt /tmp/curve /tmp/post ... --name parts
 
-Trains run `--run` exactly as the world's build does (gropd.tiny.world.train_label: the same recipe, seed and
-thread count, so the same bits), saves the model every `--every` steps from `--from` on under OUT/steps/<step>/,
-the final model under OUT/models/<run>/ and the tokenizer under OUT/tokenizer/, and prints each saved step's greedy
-held-out accuracy per mode (heldout_accuracy, as world.json records it); OUT/curve.json keeps them, with the run's
-seconds and loss of every step. `--adopt STEP --root results/tiny/world` then makes OUT a world under the root whose
-world.json names the run and the recipe's checkpoint of it at STEP (which must be the recipe's `step` for it):
+A curve (`--run`) trains run RUN exactly as the world's build does (gropd.tiny.world.train_label: the same recipe,
+seed and thread count, so the same bits; a continued run reads its base from OUT/models/<base>), saves the model
+every `--every` steps from `--from` on under OUT/steps/<step>/ and the final one under OUT/models/<run>/, and prints
+each saved step's greedy held-out accuracy per mode (heldout_accuracy, as world.json records it); OUT/curve.json keeps
+them, with the run's seconds and the loss of every step. `--post LABEL --base DIR` trains a continued run as the build
+does (build_run), its base the model directory DIR, into OUT (entries-<LABEL>.json: its world.json entry). `--adopt`
+then makes the folders one world under `--root` (default results/tiny/world), named `--name`, whose world.json holds
+each curve's run and the recipe's checkpoints of it (at a saved step) and each post-training's label, by label hash:
 the build (`ensure_tiny_world`) copies models whose label hash it finds there instead of training them again.
 """
 
@@ -24,9 +27,9 @@ import torch
 from transformers import AutoTokenizer, Qwen3ForCausalLM
 
 from fileio import atomic_write_text
-from gropd.tiny.recipe import EarlierCheckpoint, label_hash, load_recipe
+from gropd.tiny.recipe import ContinuedRun, EarlierCheckpoint, Recipe, label_hash, load_recipe
 from gropd.tiny.tokenizer import build_tokenizer
-from gropd.tiny.world import heldout_accuracy, loss_curve, set_generation_defaults, train_label
+from gropd.tiny.world import build_run, heldout_accuracy, loss_curve, set_generation_defaults, train_label
 
 
 def train_curve(recipe_path: Path, run: str, every: int, first: int, out: Path) -> dict:
@@ -57,35 +60,54 @@ def train_curve(recipe_path: Path, run: str, every: int, first: int, out: Path) 
     return result
 
 
-def adopt(recipe_path: Path, out: Path, step: int, root: Path) -> Path:
-    """Make OUT a world under `root` holding the run and its checkpoint at `step`, with their label hashes."""
+def post_train(recipe_path: Path, label: str, base: Path, out: Path) -> dict:
+    """Train continued run `label` from the model directory `base`, as the build does; write its entry."""
     recipe, _ = load_recipe(recipe_path)
-    result = json.loads((out / "curve.json").read_text())
+    spec = recipe.models[label]
+    if not isinstance(spec, ContinuedRun):
+        raise SystemExit(f"{recipe_path}: models.{label} is not a continued run (continue_from)")
+    build_tokenizer().save_pretrained(out / "tokenizer")
+    shutil.copytree(base, out / "models" / spec.continue_from, dirs_exist_ok=True)
+    entries = build_run(recipe, label, out)
+    atomic_write_text(out / f"entries-{label}.json", json.dumps(entries, indent=2) + "\n")
+    return entries
+
+
+def curve_entries(recipe: Recipe, folder: Path) -> dict[str, dict]:
+    """world.json entries of a curve folder's run and of the recipe's checkpoints of it (copied to models/)."""
+    result = json.loads((folder / "curve.json").read_text())
     run = result["run"]
-    checkpoints = [label for label in recipe.runs()[run] if label != run]
     entries = {}
-    for label in checkpoints:
+    for label in recipe.runs()[run]:
         spec = recipe.models[label]
-        assert isinstance(spec, EarlierCheckpoint)
-        if spec.step != step:
-            raise SystemExit(f"{recipe_path}: models.{label}.step is {spec.step}, not {step}: set it first")
-        shutil.copytree(out / "steps" / str(step), out / "models" / label, dirs_exist_ok=True)
-        trained = Qwen3ForCausalLM.from_pretrained(out / "models" / label)
-        entries[label] = {"checkpoint_of": run, "step": step, "accuracy": result["curve"][str(step)]}
-        entries[label]["parameters"] = sum(p.numel() for p in trained.parameters())
-    model = Qwen3ForCausalLM.from_pretrained(out / "models" / run)
-    entries[run] = {
-        "accuracy": result["final"],
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "build_seconds": result["seconds"],
-        "loss_curve": loss_curve(result["losses"]),
-    }
-    for label, entry in entries.items():
-        entry.update({"label_hash": label_hash(recipe, label), "modes": list(recipe.modes(label))})
-    target = Path(root) / out.name
-    if target.resolve() != out.resolve():
-        shutil.copytree(out / "models", target / "models", dirs_exist_ok=True)
-        shutil.copytree(out / "tokenizer", target / "tokenizer", dirs_exist_ok=True)
+        if isinstance(spec, EarlierCheckpoint):
+            if str(spec.step) not in result["curve"]:
+                raise SystemExit(f"models.{label}.step {spec.step} is not a saved step of {folder}")
+            shutil.copytree(folder / "steps" / str(spec.step), folder / "models" / label, dirs_exist_ok=True)
+            entries[label] = {"checkpoint_of": run, "step": spec.step, "accuracy": result["curve"][str(spec.step)]}
+        else:
+            entries[label] = {"accuracy": result["final"], "build_seconds": result["seconds"]}
+            entries[label]["loss_curve"] = loss_curve(result["losses"])
+    return entries
+
+
+def adopt(recipe_path: Path, folders: list[Path], root: Path, name: str) -> Path:
+    """Make root/name a world holding every model the folders made, each entry with its label hash."""
+    recipe, _ = load_recipe(recipe_path)
+    target = Path(root) / name
+    entries: dict[str, dict] = {}
+    for folder in folders:
+        made = (
+            curve_entries(recipe, folder)
+            if (folder / "curve.json").exists()
+            else {k: v for path in folder.glob("entries-*.json") for k, v in json.loads(path.read_text()).items()}
+        )
+        for label, entry in made.items():
+            shutil.copytree(folder / "models" / label, target / "models" / label, dirs_exist_ok=True)
+            model = Qwen3ForCausalLM.from_pretrained(target / "models" / label)
+            entry.update({"label_hash": label_hash(recipe, label), "modes": list(recipe.modes(label))})
+            entries[label] = {**entry, "parameters": sum(p.numel() for p in model.parameters())}
+    build_tokenizer().save_pretrained(target / "tokenizer")
     atomic_write_text(target / "world.json", json.dumps({"models": entries}, indent=2) + "\n")
     return target
 
@@ -93,17 +115,23 @@ def adopt(recipe_path: Path, out: Path, step: int, root: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", type=Path, required=True)
-    parser.add_argument("--run", required=True)
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--run", help="train this run, saving and measuring its checkpoints")
+    what.add_argument("--post", help="train this continued run from --base")
+    what.add_argument("--adopt", type=Path, nargs="+", help="folders made by --run / --post")
+    parser.add_argument("--base", type=Path, help="the model directory --post continues")
     parser.add_argument("--every", type=int, default=100)
     parser.add_argument("--from", dest="first", type=int, default=100)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--adopt", type=int, help="the step of the recipe's checkpoint of the run (after training)")
+    parser.add_argument("--out", type=Path)
     parser.add_argument("--root", type=Path, default=Path("results/tiny/world"))
+    parser.add_argument("--name", default="parts")
     args = parser.parse_args()
-    if args.adopt is None:
+    if args.run:
         train_curve(args.recipe, args.run, args.every, args.first, args.out)
+    elif args.post:
+        post_train(args.recipe, args.post, args.base, args.out)
     else:
-        print(adopt(args.recipe, args.out, args.adopt, args.root))
+        print(adopt(args.recipe, args.adopt, args.root, args.name))
 
 
 if __name__ == "__main__":

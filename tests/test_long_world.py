@@ -106,7 +106,8 @@ def test_world4_hashes_are_those_it_was_built_with() -> None:
 
 def test_long_recipe_names_its_tasks_and_bad_tasks_are_refused() -> None:
     recipe, full_hash = load_recipe(EXPERIMENTS / "tiny_world_long.yaml")
-    assert recipe.tasks == ("chain",) and set(recipe.models) == {"B4", "B1.7", "I4", "I1.7"}
+    assert recipe.tasks == ("chain",) and set(recipe.models) == {"B4pre", "B4", "B1.7", "I4", "I1.7"}
+    assert recipe.waves() == [["B4pre"], ["B4"], ["I4", "I1.7"]] and recipe.runs()["B4"] == ["B1.7", "B4"]
     assert full_hash != load_recipe(EXPERIMENTS / "tiny_world.yaml")[1]
     data = {"instruction": "x", "num_threads": 1, "parallel_builds": 1, "models": {}}
     data["eval"] = {"questions_per_task": 1, "max_new_tokens": 1, "batch_size": 1}

@@ -22,7 +22,8 @@ from gropd.templates import check_mode
 
 GENERATOR_VERSION = f"world3-tasks{tiny_tasks.VERSION}"
 LONG_TASKS_VERSION = 1  # bump when tiny_tasks' chain task changes what it generates
-LABELS = ("B1.7", "B4", "B32", "I1.7", "I4", "I32")  # B32: I32's base (not one of the paper's models)
+LABELS = ("B1.7", "B4", "B32", "I1.7", "I4", "I32", "B4pre")  # B32: I32's base (not one of the paper's models);
+# B4pre: the first of two pretraining runs of a base (world 5's B4 continues it: experiments/tiny_world_long.yaml)
 
 
 def parse_format(text: str) -> tuple[str, str]:
