@@ -68,6 +68,7 @@ def post_train(recipe_path: Path, label: str, base: Path, out: Path) -> dict:
         raise SystemExit(f"{recipe_path}: models.{label} is not a continued run (continue_from)")
     build_tokenizer().save_pretrained(out / "tokenizer")
     shutil.copytree(base, out / "models" / spec.continue_from, dirs_exist_ok=True)
+    atomic_write_text(out / "base.txt", f"{base.resolve()}\n")  # adopt checks it against the recipe
     entries = build_run(recipe, label, out)
     atomic_write_text(out / f"entries-{label}.json", json.dumps(entries, indent=2) + "\n")
     return entries
@@ -102,6 +103,16 @@ def adopt(recipe_path: Path, folders: list[Path], root: Path, name: str) -> Path
             if (folder / "curve.json").exists()
             else {k: v for path in folder.glob("entries-*.json") for k, v in json.loads(path.read_text()).items()}
         )
+        for label in made:
+            spec = recipe.models[label]
+            base = recipe.models.get(spec.continue_from) if isinstance(spec, ContinuedRun) else None
+            if isinstance(base, EarlierCheckpoint) and not (folder / "base.txt").read_text().strip().endswith(
+                f"steps/{base.step}"
+            ):
+                raise SystemExit(
+                    f"{folder}: {label} continued {(folder / 'base.txt').read_text().strip()}, not "
+                    f"step {base.step} of {base.checkpoint_of}'s run that the recipe names"
+                )
         for label, entry in made.items():
             shutil.copytree(folder / "models" / label, target / "models" / label, dirs_exist_ok=True)
             model = Qwen3ForCausalLM.from_pretrained(target / "models" / label)

@@ -106,8 +106,8 @@ def test_world4_hashes_are_those_it_was_built_with() -> None:
 
 def test_long_recipe_names_its_tasks_and_bad_tasks_are_refused() -> None:
     recipe, full_hash = load_recipe(EXPERIMENTS / "tiny_world_long.yaml")
-    assert recipe.tasks == ("chain",) and set(recipe.models) == {"B4pre", "B4", "B1.7", "I4", "I1.7"}
-    assert recipe.waves() == [["B4pre"], ["B4"], ["I4", "I1.7"]] and recipe.runs()["B4"] == ["B1.7", "B4"]
+    assert recipe.tasks == ("chain",) and set(recipe.models) == {"B4pre", "B4", "B1.7"}
+    assert recipe.waves() == [["B4pre"], ["B4"]] and recipe.runs()["B4"] == ["B1.7", "B4"]
     assert full_hash != load_recipe(EXPERIMENTS / "tiny_world.yaml")[1]
     data = {"instruction": "x", "num_threads": 1, "parallel_builds": 1, "models": {}}
     data["eval"] = {"questions_per_task": 1, "max_new_tokens": 1, "batch_size": 1}
@@ -118,15 +118,21 @@ def test_long_recipe_names_its_tasks_and_bad_tasks_are_refused() -> None:
 
 
 def test_tiny_long_profile_resolves_its_runs_and_leaves_out_the_pairings_without_models() -> None:
+    """World 5 builds its base models only: the matched base pairing B4→B1.7 runs, the others are left out."""
     manifests = load_manifests(EXPERIMENTS)
-    assert "tiny-long" in manifests.profiles and set(manifests.models["tiny-long"]) == {"B1.7", "B4", "I1.7", "I4"}
+    assert "tiny-long" in manifests.profiles and set(manifests.models["tiny-long"]) == {"B1.7", "B4"}
     assert all(m["source"]["world"] == "tiny_world_long.yaml" for m in manifests.models["tiny-long"].values())
     assert set(manifests.suites["tiny-long"]) == {"chain"}
-    assert grid_entries(manifests, ["gamma"], profile="tiny-long") == []  # every run of it is on I32's pairing
-    for name in ("table1", "lambda", "table6", "fig1"):
+    for name in ("lambda", "gamma"):  # every run of them is on a pairing of instruct models, which world 5 lacks
+        assert grid_entries(manifests, [name], profile="tiny-long") == []
+    expected = {
+        "table1": {"table1__B4-B1.7__gropd", "table1__B4-B1.7__opd"},
+        "table6": {"table6__B1.7-default", "table6__B4-default"},
+        "fig1": {"fig1__B4-B1.7__score"},
+    }
+    for name, run_ids in expected.items():
         entries = grid_entries(manifests, [name], profile="tiny-long")
-        assert entries and all("I32" not in e.run_id for e in entries)
-        assert len(entries) < len(expand_grid(load_grid(name, EXPERIMENTS)))  # I32's runs left out
+        assert {e.run_id for e in entries} == run_ids
         for entry in entries:
             config = resolve_run(None, "tiny-long", manifests, entry_values=entry.values)
             assert config.run_id == entry.run_id and config.sampling.max_new_tokens == 432
@@ -135,5 +141,20 @@ def test_tiny_long_profile_resolves_its_runs_and_leaves_out_the_pairings_without
         e.run_id for e in expand_grid(load_grid("table1", EXPERIMENTS))
     }
     i32 = next(e for e in expand_grid(load_grid("table1", EXPERIMENTS)) if "I32nothink" in e.run_id)
-    with pytest.raises(ConfigError, match="names I32, not a model of profile 'tiny-long'"):
+    with pytest.raises(ConfigError, match="names I32, I1.7, not a model of profile 'tiny-long'"):
         resolve_run(None, "tiny-long", manifests, entry_values=i32.values)
+
+
+def test_world5_is_committed_as_its_recipe_builds_it() -> None:
+    """The committed world 5 is the one its recipe names (hash), every model with its own label hash, and its
+    measured teacher above its student (greedy held-out accuracy, world.json)."""
+    recipe, full_hash = load_recipe(EXPERIMENTS / "tiny_world_long.yaml")
+    world = REPO / "results/tiny/world" / full_hash[:12]
+    built = json.loads((world / "world.json").read_text())
+    assert built["recipe_hash"] == full_hash and set(built["models"]) == set(recipe.models)
+    assert {label: label_hash(recipe, label) for label in recipe.models} == {
+        label: entry["label_hash"] for label, entry in built["models"].items()
+    }
+    assert all((world / "models" / label / "model.safetensors").is_file() for label in recipe.models)
+    accuracy = {label: entry["accuracy"]["default"]["chain"] for label, entry in built["models"].items()}
+    assert accuracy["B4"] - accuracy["B1.7"] >= 0.10 and built["models"]["B1.7"]["step"] == 300
