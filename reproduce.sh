@@ -28,7 +28,8 @@
 #            works from another terminal while a grid runs; the profiles with results unless --profile)
 #   pin      resolve a profile's Hub revisions into experiments/lock.yaml, its entries only (default paper;
 #            needs the Hub, or HF_HUB_OFFLINE=1 and the local Hub cache)
-#   world    build the tiny world (tokenizer, arithmetic suites, SFT teachers and students)
+#   world    build the tiny world (tokenizer, arithmetic suites, SFT teachers and students); --profile tiny-long:
+#            world 5's
 #   rehearse the paper profile's code path on this CPU (bf16 over float32 masters, 2 processes with FSDP2,
 #            a teacher server, evaluation in processes of its own, a kill and a resume) and its checks: minutes.
 #            Against real vLLM: bash benchmarks/vllm_cpu_check.sh --rehearse (5 stages: weight sync, `vllm serve`,
@@ -48,7 +49,7 @@
 #            set; exit 2 (gropd/runs/preflight_env.py)
 #
 # Flags (each refused where it does not apply; every input is checked before anything is written)
-#   --profile P      paper, tiny or rehearsal; without it: paper when CUDA is present, tiny otherwise (it
+#   --profile P      paper, tiny, tiny-long (world 5) or rehearsal; without it: paper when CUDA is present, tiny otherwise (it
 #                    says which and why)
 #   --seeds N        seeds 0..N-1 instead of each grid's own (N >= 1)
 #   --jobs N         up to N runs of the grids at once, each its own process, backend.threads = cores / N
@@ -113,7 +114,7 @@ esac
 die() { echo "reproduce.sh: $*" >&2; exit 2; }
 expects() {  # what a flag's value is
   case "$1" in
-    --profile) echo "one of $(ls experiments/profiles | sed -n 's/\.yaml$//p' | paste -sd ' ')";;
+    --profile) echo "one of $(ls experiments/profiles | sed -n 's/\.yaml$//p' | LC_ALL=C sort | paste -sd ' ')";;
     --seeds|--jobs) echo "an integer N >= 1";;
     --results) echo "a results directory, e.g. results/reference";;
   esac
@@ -159,7 +160,7 @@ case "$target" in  # the flags each target takes
   report) takes="--profile --results";;
   runs) takes="--profile --seeds --results key.path=value";;
   status) takes="--profile --results key.path=value";;
-  pin) takes="--profile";;
+  pin|world) takes="--profile";;
   test) takes="--fast";;
   *) takes="";;
 esac
@@ -207,7 +208,7 @@ if [ -z "$profile" ] && [[ -n "$runs_grids" || "$target" == claims || "$target" 
   profile=$(py -m gropd.model.hardware) || exit 2   # paper with CUDA, tiny without a GPU; stops on a GPU node torch cannot use
 fi
 gropd() { py -m gropd.cli ${results:+--results "$results"} "$@"; }
-if [ -n "$runs_grids" ] && [ -z "$jobs" ] && [ "$profile" = tiny ]; then  # one run per core: tiny runs use one thread each
+if [ -n "$runs_grids" ] && [ -z "$jobs" ] && [[ "$profile" == tiny* ]]; then  # one run per core: tiny(-long) runs use one thread each
   jobs=$(py -c "from gropd.runs.lifecycle import usable_cores; print(usable_cores())")
   echo "tiny profile: --jobs $jobs (one run per core, results as one at a time; --jobs 1 to run them in turn)" >&2
 fi
@@ -243,7 +244,7 @@ case "$target" in
   runs)   gropd runs --profile "$profile" ${seeds:+--seeds "$seeds"} "${passthrough[@]}";;
   status) gropd status ${profile:+--profile "$profile"} "${passthrough[@]}";;
   pin)    gropd pin --profile "${profile:-paper}";;
-  world)  gropd world;;
+  world)  gropd world --profile "${profile:-tiny}";;
   rehearse) py -m benchmarks.rehearsal;;
   test)   workers=$(nproc); [ "$workers" -le 8 ] || workers=8  # one pytest-xdist worker a core (-n 0: one process)
           py -m pytest -q -n "$workers" ${fast:+-m "not slow"} "${passthrough[@]}";;

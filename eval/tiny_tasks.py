@@ -11,6 +11,22 @@
 (Operands are kept small so that the models, trained for minutes on two CPU cores, learn
 the digit-wise procedure; the worked solutions are still 30-125 tokens long.)
 
+The long-horizon world (experiments/tiny_world_long.yaml, world 5) has one more task, whose worked solutions are
+200-500 tokens of dependent steps:
+
+    chain    47+8-3+6-9+5-7    a start in [10, 99], then 6-9 terms ±d, d in [2, 9]; the sign keeps every
+                               running value in [10, 99] (+ when − would fall below 10, − when + would pass
+                               99, else drawn)
+
+Its worked solution is one line per term: the expression left, the first operation's columns (as above, brief)
+and its result, which starts the next line's expression:
+
+    "47+8-3+6: 7+8+0=15 c1 4+0+1=5 c0 so 55"     "55-3+6: 5-3-0=2 b0 5-0-0=5 b0 so 52"     "52+6: ..."
+
+so every step reads the line before it, and an error in one step changes every later step and the answer
+(~30-50 tokens a step). TASKS stays the six tasks above (world 4's); LONG_TASKS holds chain, and every function
+here takes a task of either.
+
 Answers are plain positive integers. The held-out set of each task is FIXED: the first
 `n` of a list of EVAL_POOL unique questions drawn from EVAL_SEED, so small settings use a
 prefix of the full set. Training questions come from their own seed and never equal an
@@ -37,15 +53,19 @@ import re
 
 VERSION = 2
 TASKS = ("add", "sub", "mul", "add3", "mixed", "muladd")
+LONG_TASKS = ("chain",)
+ALL_TASKS = TASKS + LONG_TASKS  # a task's index here seeds its evaluation pool
+CHAIN_TERMS = (6, 9)  # terms of a chain question (inclusive)
+CHAIN_RANGE = (10, 99)  # every running value of a chain
 STYLES = ("brief", "detailed")
 EVAL_POOL = 1000
 EVAL_SEED = 20_610_230
 
 
 def check_task(task: str) -> str:
-    """Return `task` if it is one of TASKS, else raise ValueError listing the valid ones."""
-    if task not in TASKS:
-        raise ValueError(f"unknown tiny task {task!r}; valid tasks: {', '.join(TASKS)}")
+    """Return `task` if it is one of ALL_TASKS, else raise ValueError listing the valid ones."""
+    if task not in ALL_TASKS:
+        raise ValueError(f"unknown tiny task {task!r}; valid tasks: {', '.join(ALL_TASKS)}")
     return task
 
 
@@ -62,7 +82,22 @@ def draw_operands(task: str, rng: random.Random) -> tuple[int, ...]:
     if task == "mixed":
         a, b = rng.randint(10, 99), rng.randint(10, 99)
         return (a, b, rng.randint(10, min(99, a + b - 1)))
+    if task == "chain":
+        return _draw_chain(rng)
     return (rng.randint(10, 99), rng.randint(2, 9), rng.randint(10, 99))
+
+
+def _draw_chain(rng: random.Random) -> tuple[int, ...]:
+    """A chain's start, then its signed terms (a negative term subtracts), drawn as the module docstring says."""
+    low, high = CHAIN_RANGE
+    value = rng.randint(low, high)
+    drawn = [value]
+    for _ in range(rng.randint(*CHAIN_TERMS)):
+        x = rng.randint(2, 9)
+        sign = -1 if value + x > high else 1 if value - x < low else rng.choice((1, -1))
+        drawn.append(sign * x)
+        value += sign * x
+    return tuple(drawn)
 
 
 _OPERATORS = {"add": "+", "sub": "-", "mul": "*", "add3": "++", "mixed": "+-", "muladd": "*+"}
@@ -70,7 +105,9 @@ _OPERATORS = {"add": "+", "sub": "-", "mul": "*", "add3": "++", "mixed": "+-", "
 
 def format_question(task: str, operands: tuple[int, ...]) -> str:
     """The question text, e.g. ("mixed", (47, 85, 93)) → "47+85-93"."""
-    ops = _OPERATORS[check_task(task)]
+    if check_task(task) == "chain":
+        return str(operands[0]) + "".join(f"{x:+d}" for x in operands[1:])
+    ops = _OPERATORS[task]
     return str(operands[0]) + "".join(op + str(x) for op, x in zip(ops, operands[1:], strict=True))
 
 
@@ -79,9 +116,19 @@ def parse_operands(question: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", question))
 
 
+def question_operands(task: str, question: str) -> tuple[int, ...]:
+    """The operands of `task`'s question: parse_operands, but a chain's terms keep their signs
+    ("347+25-61" → (347, 25, -61))."""
+    if check_task(task) == "chain":
+        return tuple(int(x) for x in re.findall(r"[+-]?\d+", question))
+    return parse_operands(question)
+
+
 def solve(task: str, operands: tuple[int, ...]) -> int:
     """The exact answer of one question."""
     check_task(task)
+    if task == "chain":
+        return sum(operands)
     if task == "mul":
         return operands[0] * operands[1]
     if task == "muladd":
@@ -100,7 +147,7 @@ def _record(task: str, operands: tuple[int, ...], qid: str) -> dict:
 @functools.cache
 def _eval_pool(task: str) -> tuple[str, ...]:
     """The fixed list of EVAL_POOL unique evaluation questions of `task`."""
-    rng = random.Random(EVAL_SEED + TASKS.index(check_task(task)))
+    rng = random.Random(EVAL_SEED + ALL_TASKS.index(check_task(task)))
     seen: dict[str, None] = {}
     while len(seen) < EVAL_POOL:
         seen[format_question(task, draw_operands(task, rng))] = None
@@ -111,13 +158,13 @@ def eval_questions(task: str, n: int) -> list[dict]:
     """The first `n` (≤ EVAL_POOL) held-out questions of `task`: dicts with id, question, answer."""
     if not 0 <= n <= EVAL_POOL:
         raise ValueError(f"eval_questions: n must be in [0, {EVAL_POOL}], got {n}")
-    return [_record(task, parse_operands(q), f"{task}-{i:04d}") for i, q in enumerate(_eval_pool(task)[:n])]
+    return [_record(task, question_operands(task, q), f"{task}-{i:04d}") for i, q in enumerate(_eval_pool(task)[:n])]
 
 
 @functools.cache
 def question_space(task: str) -> int:
-    """How many distinct questions `task` has (the operand ranges of the module docstring; distinct operands
-    make distinct question texts)."""
+    """How many distinct questions `task` has (chain: at least; the operand ranges of the module docstring;
+    distinct operands make distinct question texts)."""
     counts = {
         "add": 90 * 90,  # ordered pairs
         "sub": 90 * 89 // 2,  # a > b: pairs of distinct operands
@@ -125,6 +172,7 @@ def question_space(task: str) -> int:
         "add3": 90**3,
         "mixed": sum(min(99, a + b - 1) - 9 for a in range(10, 100) for b in range(10, 100)),  # c in [10, a+b-1]
         "muladd": 90 * 8 * 90,
+        "chain": 90 * 8 ** CHAIN_TERMS[0],  # a lower bound: the start and the first terms' sizes (signs add more)
     }
     return counts[check_task(task)]
 
@@ -154,7 +202,7 @@ def train_questions(task: str, n: int, seed: int) -> list[dict]:
             seen[question] = None
     if len(seen) < n:
         raise RuntimeError(f"train_questions: {len(seen)} of {n} questions of {task!r} found within the draws' bound")
-    return [_record(task, parse_operands(q), f"{task}-s{seed}-{i:05d}") for i, q in enumerate(seen)]
+    return [_record(task, question_operands(task, q), f"{task}-s{seed}-{i:05d}") for i, q in enumerate(seen)]
 
 
 def _digit(n: int, place: int) -> int:
@@ -206,14 +254,28 @@ def _mul_lines(a: int, b: int, detailed: bool) -> tuple[list[str], int]:
     return lines, a * b
 
 
+def _chain_lines(terms: tuple[int, ...], detailed: bool) -> tuple[list[str], int]:
+    """A chain's steps, one line each: the expression left ("acc±d±e..."), ": ", the first operation's brief
+    columns and " so result"; the next line's expression is that result and the terms after the first (a chain
+    has one style: `detailed` is not read)."""
+    lines, value = [], terms[0]
+    for k, x in enumerate(terms[1:], 1):
+        columns, result = _add_lines((value, x), False) if x > 0 else _sub_lines(value, -x, False)
+        rest = "".join(f"{y:+d}" for y in terms[k:])
+        lines.append(f"{value}{rest}: {' '.join(columns)} so {result}")
+        value = result
+    return lines, value
+
+
 def worked_solution(task: str, question: str, style: str) -> str:
     """The worked solution of `question` in `style` ("brief" or "detailed"), ending in \\boxed{answer}."""
     if style not in STYLES:
         raise ValueError(f"unknown solution style {style!r}; valid styles: {', '.join(STYLES)}")
     detailed = style == "detailed"
-    x = parse_operands(question)
-    check_task(task)
-    if task in ("add", "add3"):
+    x = question_operands(task, question)
+    if task == "chain":
+        lines, result = _chain_lines(x, detailed)
+    elif task in ("add", "add3"):
         lines, result = _add_lines(x, detailed)
     elif task == "sub":
         lines, result = _sub_lines(x[0], x[1], detailed)

@@ -8,7 +8,7 @@
     python -m gropd.cli status  [--profile P ...] [key.path=value ...]
     python -m gropd.cli report  NAME ... [--profile P]
     python -m gropd.cli pin     [--profile paper]
-    python -m gropd.cli world   (build the tiny world now)
+    python -m gropd.cli world   [--profile tiny|tiny-long]  (build the tiny world now)
 
 Every command takes --results DIR (default results/): where runs are written and read.
 Bad input exits with status 2 and a message naming the file, key and expectation; every input of a
@@ -64,7 +64,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     once every run resolves, so a bad profile, seed count or run file writes nothing."""
     require_once(args.grid or [], "--grid")
     manifests = _manifests(args.profile)
-    entries = grid_entries(manifests, args.grid or grid_names(EXPERIMENTS), _seeds(args.seeds))
+    entries = grid_entries(manifests, args.grid or grid_names(EXPERIMENTS), _seeds(args.seeds), args.profile)
     plans = [plan_entry(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
     states = [run_state(plan.config, args.results, manifests)[1] for plan in plans]
     for (entry, path, written), state in zip(materialise(manifests, args.profile, entries), states, strict=True):
@@ -77,7 +77,9 @@ def cmd_grid(args: argparse.Namespace) -> int:
     (exit 2 if any); a real one writes the run files and runs them, or stops at the first refusal."""
     require_once(args.grids, "grid")
     manifests = _manifests(args.profile)
-    entries = grid_entries(manifests, args.grids, _seeds(args.seeds))
+    entries = grid_entries(manifests, args.grids, _seeds(args.seeds), args.profile)
+    if left_out := len(grid_entries(manifests, args.grids, _seeds(args.seeds))) - len(entries):
+        print(f"{left_out} runs left out: they name models profile {args.profile} lacks", file=sys.stderr)
     plans = [plan_entry(manifests, args.profile, entry, args.overrides, args.results) for entry in entries]
     configs = [plan.config for plan in plans]
     states = [planned_state(config, args.results, manifests, args.force) for config in configs]
@@ -205,10 +207,18 @@ def cmd_pin(args: argparse.Namespace) -> int:
 
 
 def cmd_world(args: argparse.Namespace) -> int:
+    """Build (or load) the tiny world of each recipe the profile's tiny models name (tiny: world 4's)."""
+    from gropd.model.checkpoints import tiny_recipe_path
     from gropd.tiny.world import ensure_tiny_world
 
-    world = ensure_tiny_world(EXPERIMENTS / "tiny_world.yaml", rebuild=args.rebuild)
-    print(f"tiny world {world.recipe_hash} at {world.directory}")
+    manifests = _manifests(args.profile)
+    sources = [model["source"] for model in manifests.models[args.profile].values()]
+    recipes = dict.fromkeys(tiny_recipe_path(manifests, source) for source in sources if source["kind"] == "tiny")
+    if not recipes:
+        raise ConfigError("command line", "--profile", f"{args.profile!r} has no tiny models", "tiny or tiny-long")
+    for recipe in recipes:
+        world = ensure_tiny_world(recipe, rebuild=args.rebuild)
+        print(f"tiny world {world.recipe_hash} at {world.directory} ({recipe.name})")
     return 0
 
 
@@ -315,8 +325,9 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("names", nargs="+", help=f"artefacts: {', '.join(ARTEFACT_NAMES)}")
     pin = sub.add_parser("pin", help="resolve a profile's Hub revisions into experiments/lock.yaml (its entries only)")
     pin.add_argument("--profile", default="paper")
-    world = sub.add_parser("world", help="build (or load) the tiny world")
+    world = sub.add_parser("world", help="build (or load) the tiny world of a profile (tiny: world 4)")
     world.add_argument("--rebuild", action="store_true")
+    world.add_argument("--profile", default="tiny")
     return top
 
 

@@ -59,7 +59,7 @@ def refused(root: Path, *args: str, env: dict[str, str] | None = None) -> str:
 # --- reproduce.sh's own checks: before .venv, Python or anything else ----------------------------------
 
 SHELL_REFUSALS = [
-    (["table1", "--profile"], "--profile needs a value (one of paper rehearsal tiny)"),
+    (["table1", "--profile"], "--profile needs a value (one of paper rehearsal tiny tiny-long)"),
     (["table1", "--seeds"], "--seeds needs a value (an integer N >= 1)"),
     (["table1", "--jobs"], "--jobs needs a value"),
     (["table1", "--results"], "--results needs a value (a results directory"),
@@ -77,7 +77,7 @@ SHELL_REFUSALS = [
     (["table1", "--profile", "tiny", "--profile", "paper"], "--profile given twice"),
     (["status", "--seeds", "3"], "--seeds does not apply to 'status' (it takes: --profile --results key.path=value)"),
     (["pin", "--jobs", "2"], "--jobs does not apply to 'pin' (it takes: --profile)"),
-    (["world", "--profile", "tiny"], "--profile does not apply to 'world' (it takes: no flags)"),
+    (["world", "--seeds", "3"], "--seeds does not apply to 'world' (it takes: --profile)"),
     (["rehearse", "--fast"], "--fast does not apply to 'rehearse'"),
     (["table1", "--fast"], "--fast does not apply to 'table1'"),
     (["claims", "--force"], "--force does not apply to 'claims'"),
@@ -327,7 +327,8 @@ def test_pin_without_network_is_one_line_naming_the_host(tmp_path: Path) -> None
 def test_reproduce_sh_unknown_profile_and_dry_run_write_nothing(tmp_path: Path) -> None:
     root = clone(tmp_path)
     err = refused(root, "table1", "--profile", "foo")
-    assert err == "error: command line: --profile: 'foo' is not a profile (expected one of paper, rehearsal, tiny)\n"
+    expected = "(expected one of paper, rehearsal, tiny, tiny-long)"
+    assert err == f"error: command line: --profile: 'foo' is not a profile {expected}\n"
     before = tree(root)
     result = bash(root / "reproduce.sh", "table1", "--profile", "tiny", "--dry-run", cwd=root)
     assert result.returncode == 0 and f"{RUN}: new" in result.stderr

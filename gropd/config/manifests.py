@@ -1,7 +1,8 @@
 """The manifests under experiments/: models, pairings and suites, checked against each other.
 
 models.yaml and suites.yaml have one section per profile; pairings.yaml is shared by
-both profiles (a pairing names model labels, each profile says what a label is).
+the profiles (a pairing names model labels, each profile says what a label is). A profile may lack a label
+(tiny-long builds no I32): the pairings that name it have no runs in that profile (missing_pairing_models).
 """
 
 from __future__ import annotations
@@ -33,6 +34,18 @@ class Manifests:
 
     def model(self, profile: str, label: str) -> dict[str, Any]:
         return self.models[profile][label]
+
+    def missing_pairing_models(self, profile: str, pairing: str) -> list[str]:
+        """The labels pairing `pairing` names that are not models of `profile` (empty: it can run there)."""
+        sides = (self.pairings[pairing][role]["model"] for role in ("teacher", "student"))
+        return [label for label in dict.fromkeys(sides) if label not in self.models.get(profile, {})]
+
+    def lacks(self, profile: str, values: dict[str, Any]) -> bool:
+        """Whether a run's grid values name a label `profile` has no model for: its `model`, or a model of its
+        `pairing` (unknown names are not judged here: resolving the run reports them)."""
+        if "model" in values:
+            return values["model"] not in self.models.get(profile, {})
+        return values.get("pairing") in self.pairings and bool(self.missing_pairing_models(profile, values["pairing"]))
 
     def require_profile(self, profile: str) -> None:
         """ConfigError naming --profile unless `profile` is one of profiles/*.yaml."""
@@ -94,14 +107,15 @@ def _check_pairing(manifests: Manifests, name: str, record: Any, file: Path) -> 
     record = _mapping(record, file, name)
     for role in ("teacher", "student"):
         side = _mapping(record.get(role), file, f"{name}.{role}")
-        for profile, section in manifests.models.items():
-            if side.get("model") not in section:
-                raise ConfigError(
-                    str(file),
-                    f"{name}.{role}.model",
-                    f"{side.get('model')!r} is not a model of profile {profile!r}",
-                    f"one of {', '.join(sorted(section))}",
-                )
+        having = [section for section in manifests.models.values() if side.get("model") in section]
+        if not having:
+            raise ConfigError(
+                str(file),
+                f"{name}.{role}.model",
+                f"{side.get('model')!r} is not a model of any profile",
+                f"one of {', '.join(sorted({label for section in manifests.models.values() for label in section}))}",
+            )
+        for section in having:  # a profile without the model has no runs of this pairing (pairing_models)
             modes = section[side["model"]]["modes"]
             if side.get("mode") not in modes:
                 raise ConfigError(

@@ -145,6 +145,16 @@ def check_against_manifests(config: RunConfig, manifests: Manifests, where: Call
                 f"{config.pairing!r} does not exist",
                 f"one of {', '.join(manifests.pairings)}",
             )
+        if missing := manifests.missing_pairing_models(config.profile, config.pairing):
+            runnable = [
+                name for name in manifests.pairings if not manifests.missing_pairing_models(config.profile, name)
+            ]
+            raise ConfigError(
+                where("pairing"),
+                "pairing",
+                f"{config.pairing!r} names {', '.join(missing)}, not a model of profile {config.profile!r}",
+                f"a pairing of its models: one of {', '.join(runnable)}",
+            )
         if config.method is not None and method(config.method).needs_distribution and config.backend.teacher != "hf":
             raise ConfigError(
                 where("backend.teacher"),

@@ -1,7 +1,8 @@
 """Where a model label's weights come from in a profile, and loading them.
 
 hub: the repo at the full revision from experiments/lock.yaml (paper runs refuse unpinned
-models); tiny: the suite's own tiny world (built on first use); local: a directory.
+models); tiny: the suite's own tiny world (built on first use) of the recipe the source's `world` names
+(experiments/<world>; default tiny_world.yaml, world 4); local: a directory.
 """
 
 from __future__ import annotations
@@ -47,6 +48,14 @@ class CheckpointRef:
         return f"{self.path}@{self.revision}" if self.revision else self.path
 
 
+TINY_RECIPE = "tiny_world.yaml"  # a tiny source's recipe when it names no `world` (world 4's)
+
+
+def tiny_recipe_path(manifests: Manifests, source: dict[str, Any]) -> Path:
+    """The recipe of a tiny model source: experiments/<its `world`>, tiny_world.yaml when it names none."""
+    return manifests.root / str(source.get("world", TINY_RECIPE))
+
+
 def checkpoint_ref(manifests: Manifests, profile: str, label: str) -> CheckpointRef:
     """Resolve a model label of `profile` to a loadable reference."""
     source = manifests.model(profile, label)["source"]
@@ -57,7 +66,7 @@ def checkpoint_ref(manifests: Manifests, profile: str, label: str) -> Checkpoint
     if source["kind"] == "tiny":
         from gropd.tiny.world import ensure_tiny_world
 
-        world = ensure_tiny_world(manifests.root / "tiny_world.yaml")
+        world = ensure_tiny_world(tiny_recipe_path(manifests, source))
         return CheckpointRef(str(world.model_dir(source["label"])), None, str(world.tokenizer_dir))
     return CheckpointRef(path=str(source["path"]), revision=None, tokenizer_path=str(source["path"]))
 
@@ -74,7 +83,7 @@ def checkpoint_identity(manifests: Manifests, profile: str, label: str) -> str:
     if source["kind"] == "tiny":
         from gropd.tiny.recipe import label_hash, load_recipe
 
-        recipe, _ = load_recipe(manifests.root / "tiny_world.yaml")
+        recipe, _ = load_recipe(tiny_recipe_path(manifests, source))
         return f"tiny {source['label']} {label_hash(recipe, source['label'])[:12]}"
     return str(source["path"])
 
@@ -124,7 +133,7 @@ def require_world_bytes(manifests: Manifests, profile: str, label: str) -> None:
         return
     from gropd.tiny.recipe import WORLD_FILES, load_recipe, world_directory
 
-    world = world_directory(load_recipe(manifests.root / "tiny_world.yaml")[1])
+    world = world_directory(load_recipe(tiny_recipe_path(manifests, source))[1])
     info = world / "world.json"
     recorded = (json.loads(info.read_text()) if info.is_file() else {}).get(WORLD_FILES)
     if not isinstance(recorded, dict):
@@ -162,7 +171,9 @@ def _local_files(manifests: Manifests, source: dict[str, Any]) -> dict[str, Path
     if source["kind"] == "tiny":
         from gropd.tiny.recipe import load_recipe, world_directory
 
-        world = world_directory(load_recipe(manifests.root / "tiny_world.yaml")[1])  # where ensure_tiny_world builds it
+        world = world_directory(
+            load_recipe(tiny_recipe_path(manifests, source))[1]
+        )  # where ensure_tiny_world builds it
         folders = {"": world / "models" / source["label"], "tokenizer/": world / "tokenizer"}
     else:
         folders = {"": Path(source["path"])}

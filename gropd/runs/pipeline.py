@@ -45,8 +45,13 @@ from gropd.train.watchdog import RunLimits
 from gropd.train.world import rank_share
 
 
-def grid_entries(manifests: Manifests, grids: list[str], seeds: list[int] | None = None) -> list[RunEntry]:
-    return [entry for name in grids for entry in expand_grid(load_grid(name, manifests.root), seeds)]
+def grid_entries(
+    manifests: Manifests, grids: list[str], seeds: list[int] | None = None, profile: str | None = None
+) -> list[RunEntry]:
+    """The runs of `grids`; with `profile`, only those it has the models for (a run whose pairing or model names a
+    label the profile lacks, as tiny-long lacks I32, is left out: Manifests.lacks)."""
+    entries = [entry for name in grids for entry in expand_grid(load_grid(name, manifests.root), seeds)]
+    return entries if profile is None else [entry for entry in entries if not manifests.lacks(profile, entry.values)]
 
 
 def materialise(manifests: Manifests, profile: str, entries: list[RunEntry]) -> list[tuple[RunEntry, Path, str]]:

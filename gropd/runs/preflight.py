@@ -22,7 +22,13 @@ from eval.suites import SuiteError, load_suite_manifest, question_pool
 from gropd.config.errors import ConfigError
 from gropd.config.manifests import Manifests
 from gropd.config.schema import RunConfig
-from gropd.model.checkpoints import checkpoint_ref, local_model_config, model_config, require_world_bytes
+from gropd.model.checkpoints import (
+    checkpoint_ref,
+    local_model_config,
+    model_config,
+    require_world_bytes,
+    tiny_recipe_path,
+)
 from gropd.model.fit import (
     GIB,
     SAMPLER_ROWS,
@@ -70,20 +76,21 @@ def require_device(config: RunConfig, cuda: bool) -> None:
 
 def require_tiny_instruction(config: RunConfig, manifests: Manifests) -> None:
     """ConfigError when a run on tiny-world models asks another prompt.instruction than the one the tiny world's
-    models were trained on (experiments/tiny_world.yaml): they answer nothing else."""
-    labels = [label for label, _ in models_of(config, manifests).values()]
-    if not any(manifests.model(config.profile, label)["source"]["kind"] == "tiny" for label in labels):
-        return
+    models were trained on (their recipe: experiments/tiny_world.yaml, or the one their source's `world` names): they
+    answer nothing else."""
     from gropd.tiny.recipe import load_recipe
 
-    recipe, _ = load_recipe(manifests.root / "tiny_world.yaml")
-    if config.prompt.instruction != recipe.instruction:
-        raise ConfigError(
-            "run config",
-            "prompt.instruction",
-            repr(config.prompt.instruction),
-            f"{recipe.instruction!r}, the instruction the tiny world's models were trained on (tiny_world.yaml)",
-        )
+    labels = [label for label, _ in models_of(config, manifests).values()]
+    sources = [manifests.model(config.profile, label)["source"] for label in labels]
+    for path in dict.fromkeys(tiny_recipe_path(manifests, source) for source in sources if source["kind"] == "tiny"):
+        recipe, _ = load_recipe(path)
+        if config.prompt.instruction != recipe.instruction:
+            raise ConfigError(
+                "run config",
+                "prompt.instruction",
+                repr(config.prompt.instruction),
+                f"{recipe.instruction!r}, the instruction the tiny world's models were trained on ({path.name})",
+            )
 
 
 def require_started_teacher_server(config: RunConfig, manifests: Manifests) -> None:

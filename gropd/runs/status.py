@@ -51,7 +51,7 @@ class StatusRow:
 
 def status_rows(manifests: Manifests, profile: str, results_root: Path, overrides: list[str]) -> list[StatusRow]:
     rows, seen = [], set()
-    for entry in grid_entries(manifests, grid_names(manifests.root)):
+    for entry in grid_entries(manifests, grid_names(manifests.root), profile=profile):
         seen.add(entry.run_id)
         try:
             config = plan_entry(manifests, profile, entry, overrides, results_root).config

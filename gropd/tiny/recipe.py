@@ -3,7 +3,9 @@ hashes that name a world and each of its models, read without torch or transform
 hashes, not the models: gropd/model/checkpoints.py). Building it is gropd/tiny/world.py's.
 
 The hash covers the parsed recipe and GENERATOR_VERSION (bump it whenever the tokenizer, tasks, templates or SFT
-code change what gets built).
+code change what gets built). A recipe may name its `tasks` (default: tiny_tasks.TASKS, world 4's six); a recipe
+that names them also hashes LONG_TASKS_VERSION, and a model's label hash covers them only then, so world 4's
+hashes are those it was built with.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from eval import tiny_tasks
-from eval.tiny_tasks import STYLES
+from eval.tiny_tasks import STYLES, TASKS, check_task
 from fileio import file_sha256, files_under, load_yaml
 from gropd.templates import check_mode
 
 GENERATOR_VERSION = f"world3-tasks{tiny_tasks.VERSION}"
-LABELS = ("B1.7", "B4", "B32", "I1.7", "I4", "I32")  # B32: I32's base (not one of the paper's models)
+LONG_TASKS_VERSION = 1  # bump when tiny_tasks' chain task changes what it generates
+LABELS = ("B1.7", "B4", "B32", "I1.7", "I4", "I32", "B4pre")  # B32: I32's base (not one of the paper's models);
+# B4pre: the first of two pretraining runs of a base (world 5's B4 continues it: experiments/tiny_world_long.yaml)
 
 
 def parse_format(text: str) -> tuple[str, str]:
@@ -100,6 +104,7 @@ class Recipe:
     eval_max_new_tokens: int
     eval_batch_size: int
     models: dict[str, ModelRecipe | ContinuedRun | EarlierCheckpoint]
+    tasks: tuple[str, ...] = TASKS  # the tasks its models are trained and measured on
 
     def run_of(self, label: str) -> str:
         """The label whose SFT run makes `label` (itself, or the run it is a checkpoint of)."""
@@ -150,8 +155,16 @@ def _typed(cls: type, data: object, where: str) -> object:
 def parse_recipe(data: dict, source: str) -> Recipe:
     """A typed Recipe from the recipe YAML's parsed content (`source` names the file in errors)."""
     top = {"instruction", "num_threads", "parallel_builds", "eval", "models"}
-    if not isinstance(data, dict) or set(data) != top:
-        raise ValueError(f"{source}: expected exactly the top-level keys {sorted(top)}")
+    if not isinstance(data, dict) or not top <= set(data) <= top | {"tasks"}:
+        raise ValueError(f"{source}: expected exactly the top-level keys {sorted(top)} (and optionally 'tasks')")
+    tasks = tuple(data.get("tasks", TASKS))
+    try:
+        if not tasks:
+            raise ValueError("an empty list")
+        for task in tasks:
+            check_task(task)
+    except ValueError as err:
+        raise ValueError(f"{source}: tasks: {err}") from err
     ev = data["eval"]
     if not isinstance(ev, dict) or set(ev) != {"questions_per_task", "max_new_tokens", "batch_size"}:
         raise ValueError(f"{source}: key 'eval' needs questions_per_task, max_new_tokens, batch_size")
@@ -189,6 +202,7 @@ def parse_recipe(data: dict, source: str) -> Recipe:
         eval_max_new_tokens=int(ev["max_new_tokens"]),
         eval_batch_size=int(ev["batch_size"]),
         models=models,
+        tasks=tasks,
     )
 
 
@@ -212,7 +226,8 @@ def _check_checkpoint(
 
 def recipe_hash(data: dict) -> str:
     """sha256 over GENERATOR_VERSION and the recipe's canonical JSON (comments and key order don't count)."""
-    canonical = json.dumps({"generator": GENERATOR_VERSION, "recipe": data}, sort_keys=True)
+    versions = {"generator": GENERATOR_VERSION, **({"long_tasks": LONG_TASKS_VERSION} if "tasks" in data else {})}
+    canonical = json.dumps({**versions, "recipe": data}, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -233,6 +248,7 @@ def label_hash(recipe: Recipe, label: str) -> str:
             if isinstance(spec, ModelRecipe)
             else {"continue_from": label_hash(recipe, spec.continue_from)}
         ),
+        **({"tasks": list(recipe.tasks), "long_tasks": LONG_TASKS_VERSION} if recipe.tasks != TASKS else {}),
     }
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 

@@ -51,11 +51,16 @@ def build_model(shape: ModelShape, tokenizer: PreTrainedTokenizerBase, seed: int
 
 
 def make_examples(
-    tokenizer: PreTrainedTokenizerBase, formats: tuple[str, ...], instruction: str, pool_per_task: int, seed: int
+    tokenizer: PreTrainedTokenizerBase,
+    formats: tuple[str, ...],
+    instruction: str,
+    pool_per_task: int,
+    seed: int,
+    tasks: tuple[str, ...] = TASKS,
 ) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, response ids) for every training question of every task in every format."""
+    """(prompt ids, response ids) for every training question of every task of `tasks` in every format."""
     examples = []
-    for task in TASKS:
+    for task in tasks:
         for record in train_questions(task, pool_per_task, seed):
             for mode, style in map(parse_format, formats):
                 work = worked_solution(task, record["question"], style)

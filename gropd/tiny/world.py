@@ -89,7 +89,9 @@ def train_label(
         model = Qwen3ForCausalLM.from_pretrained(models_dir / run.continue_from)
     else:
         model = build_model(run.shape, tokenizer, seed=run.sft.seed)
-    examples = make_examples(tokenizer, run.sft.formats, recipe.instruction, run.sft.pool_per_task, run.sft.seed)
+    examples = make_examples(
+        tokenizer, run.sft.formats, recipe.instruction, run.sft.pool_per_task, run.sft.seed, recipe.tasks
+    )
     until = spec.step if isinstance(spec, EarlierCheckpoint) else None
     losses = sft_train(
         model, examples, run.sft, tokenizer.pad_token_id, recipe.num_threads, log_every=50, on_step=on_step, until=until
@@ -150,7 +152,7 @@ def heldout_accuracy(
 ) -> dict[str, float]:
     """Greedy held-out accuracy per task, their mean ("avg") and the mean response length in tokens."""
     result, lengths = {}, []
-    for task in tiny_tasks.TASKS:
+    for task in recipe.tasks:
         records = tiny_tasks.eval_questions(task, recipe.eval_questions_per_task)
         prompts = [render_prompt(r["question"], mode, tokenizer, recipe.instruction) for r in records]
         responses = greedy_responses(
@@ -161,7 +163,7 @@ def heldout_accuracy(
         ]
         result[task] = sum(correct) / len(correct)
         lengths += [len(ids) for ids in responses]
-    result["avg"] = sum(result[t] for t in tiny_tasks.TASKS) / len(tiny_tasks.TASKS)
+    result["avg"] = sum(result[t] for t in recipe.tasks) / len(recipe.tasks)
     result["mean_tokens"] = sum(lengths) / len(lengths)
     return result
 
