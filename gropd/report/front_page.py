@@ -21,8 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from fileio import load_yaml
 from gropd.report.claims import claims, summary
 from gropd.report.evidence import Evidence
 from gropd.report.formats import Cell, Table, pipe_table
@@ -98,7 +97,7 @@ def reproducibility_block(results: Path, checks_file: Path) -> list[str]:
             f"`{c['command']}`",
             c["result"],
         )
-        for c in yaml.safe_load(checks_file.read_text())["checks"]
+        for c in load_yaml(checks_file.read_text())["checks"]
     ]
     return [
         f"The committed runs under `{results}/` were made: {made} (each run's `status.json` names its machine). "
