@@ -16,11 +16,13 @@ from typing import Any
 from gropd.config import ConfigError
 from gropd.report import verdicts
 from gropd.report.evidence import Evidence, Run, began_at
-from gropd.report.families import ALPHA, REGISTERED, Comparison, Families, pvalue
+from gropd.report.families import ALPHA, REGISTERED, Families, expand, pvalue
 from gropd.report.formats import Cell, missing_block, pipe_table
+from gropd.report.long_horizon import FILE as LONG_FILE
+from gropd.report.long_horizon import LongPilot, World4, difference, judge_long, long_lines, pilot_tokens
 from gropd.report.publish import Artefact
 from gropd.report.registered import first_started, seeds_of, set_after
-from gropd.report.rules import RULE_FUNCTIONS, Row, Section, describe, limits
+from gropd.report.rules import RULE_FUNCTIONS, Section, describe, limits
 from gropd.report.settings import ClaimSettings
 from gropd.report.stats import CONVENTION, UNPAIRED
 from gropd.report.verdicts import REPRODUCED, Verdict
@@ -44,21 +46,6 @@ def wording(ev: Evidence, name: str, key: str, compare: list[dict[str, Any]] = (
 
 SUMMARY = ["claim", "verdict", "why"]  # the summary table's columns, then the verdict after Holm
 Table = tuple[str, list[str], list[list[str]]]  # (intro, header, rows) as the page shows them
-
-
-def expand(header: list[str], rows: list[Row], families: Families) -> tuple[list[str], list[list[str]]]:
-    """A section's table as shown: each column of Comparisons followed by the comparison's family and its p (with
-    Holm's adjustment where registered)."""
-    header, rows = list(header), [list(row) for row in rows]
-    for i in sorted({i for row in rows for i, cell in enumerate(row) if isinstance(cell, Comparison)}, reverse=True):
-        header[i + 1 : i + 1] = ["family", f"p; Holm-adjusted p (registered, m = {families.m})"]
-        for row in rows:
-            cell = row[i]
-            shown = (
-                [cell.text(), families.family(cell), families.p_text(cell)] if isinstance(cell, Comparison) else None
-            )
-            row[i : i + 1] = shown or [cell, "—", "—"]
-    return header, rows
 
 
 @dataclass(frozen=True)
@@ -291,6 +278,22 @@ def summary(page: Claims) -> list[dict[str, Any]]:
     ]
 
 
+def world4_of(ev: Evidence, j: Judged, title: str) -> World4:
+    """What the page found for claim j on this profile, for World 5's side-by-side table: verdict, n, the mean
+    response tokens of its runs, and claim 1's paired difference on the pilot's pairing (titled `title`)."""
+    tokens = pilot_tokens(j.section.runs, list(ev.suites))
+    return World4(j.verdict.outcome, seeds_of(j.section), tokens, difference(j.section, title))
+
+
+def world5(ev: Evidence, page: Claims) -> tuple[LongPilot, dict[str, World4]] | None:
+    """World 5's pilot judged (gropd/report/long_horizon.py; its runs under the project root experiments/ sits in)
+    and what this page found per claim, for the two side by side (None: experiments/ registers no pilot)."""
+    pilot = judge_long(ev.experiments_dir, ev.experiments_dir.parent)
+    if pilot is None:
+        return None
+    return pilot, {j.claim.key: world4_of(ev, j, pilot.pairing_title) for j in page.judged}
+
+
 def claims(ev: Evidence) -> Artefact:
     """claims.md: a summary of verdicts, the comparisons' families, then per claim the paper's sentence, the rule,
     the registration, the evidence, the verdict; claims.json: the summary (`summary`). The registered seeds decide
@@ -336,12 +339,15 @@ def claims(ev: Evidence) -> Artefact:
         lines += ["", f"**Verdict: {j.verdict.outcome}** — {j.verdict.reason}.", ""]
         lines += [*apart, ""] if apart else []
         lines += missing_block(j.missing)
+    if long := world5(ev, page):
+        lines += long_lines(*long) + [""]
     runs = [run for j in page.judged for run in j.section.runs] + [r for j in every.values() for r in j.section.runs]
     runs = list({id(run): run for run in runs}.values())
     missing = list(dict.fromkeys(line for j in page.judged for line in j.section.missing))
     grids = tuple(dict.fromkeys(g for c in ev.report.claims for g in c.grids))
     manifests = [f"grids/{g}.yaml" for g in grids]
     manifests += ["pairings.yaml", "suites.yaml", "train.yaml", "report.yaml", "registration.yaml"]
+    manifests += [LONG_FILE] if long else []
     files = {
         "claims.md": "\n".join(lines) + "\n",
         "claims.json": json.dumps(summary(page), indent=2, ensure_ascii=False) + "\n",

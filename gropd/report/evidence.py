@@ -366,6 +366,7 @@ class Evidence:
         self._runs: dict[str, list[Run]] = {}
         self.registered_seeds = False  # True: only the seeds experiments/registration.yaml registered (variant)
         self.first = False  # True: the registration's entries as first registered (variant)
+        self.length_arm = "cap"  # the instability rule's length arm: "halfway" on world 5 (report/long_horizon.py)
 
     profile_results = property(lambda self: self.results_name / self.profile)
 

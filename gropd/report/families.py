@@ -8,6 +8,7 @@ The same two settings compared in the same number under two claims (claims 1 and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from gropd.report.stats import CONFIDENCE, Interval, holm
 
@@ -112,3 +113,18 @@ def reverse(identity: tuple[str, ...]) -> tuple[str, ...]:
 def pvalue(p: float) -> str:
     """A p-value in two significant digits, '< 0.0001' below that."""
     return "< 0.0001" if p < 1e-4 else f"{p:.2g}"
+
+
+def expand(header: list[str], rows: list[list[Any]], families: Families) -> tuple[list[str], list[list[str]]]:
+    """A section's table as shown: each column of Comparisons followed by the comparison's family and its p (with
+    Holm's adjustment where registered)."""
+    header, rows = list(header), [list(row) for row in rows]
+    for i in sorted({i for row in rows for i, cell in enumerate(row) if isinstance(cell, Comparison)}, reverse=True):
+        header[i + 1 : i + 1] = ["family", f"p; Holm-adjusted p (registered, m = {families.m})"]
+        for row in rows:
+            cell = row[i]
+            shown = (
+                [cell.text(), families.family(cell), families.p_text(cell)] if isinstance(cell, Comparison) else None
+            )
+            row[i : i + 1] = shown or [cell, "—", "—"]
+    return header, rows

@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from fileio import load_yaml
-from gropd.report.claims import claims, summary
+from gropd.report.claims import Claims, claims, summary, world5
 from gropd.report.evidence import Evidence
 from gropd.report.formats import Cell, Table, pipe_table
+from gropd.report.long_horizon import FILE as LONG_FILE
+from gropd.report.long_horizon import side_by_side
 from gropd.report.settings import load_settings
 from gropd.report.tables import table1
 
@@ -73,7 +75,23 @@ def results_block(ev: Evidence) -> list[str]:
         "registration.yaml; 'set after the runs': a rule it reads was written after its first run began, and the "
         "verdict by the rules as first registered is given; the claims page gives each rule, its evidence and runs):",
         "",
-        *claims_lines(summary(claims(ev).content)),
+        *claims_lines(summary(page := claims(ev).content)),
+        *long_horizon_lines(ev, page),
+    ]
+
+
+def long_horizon_lines(ev: Evidence, page: Claims) -> list[str]:
+    """World 5 beside world 4 (the claims page's section, its table alone), [] without a registered pilot."""
+    if (long := world5(ev, page)) is None:
+        return []
+    pilot = long[0]
+    return [
+        "",
+        f"**The long horizon** (world 5: responses of hundreds of tokens, grid `{pilot.registration.grid}` on "
+        f"`{pilot.results}/`, rules registered in experiments/{LONG_FILE} before its runs; the [claims page]"
+        f"({CLAIMS_PAGE}#world-5) gives the evidence):",
+        "",
+        *side_by_side(*long),
     ]
 
 

@@ -28,7 +28,9 @@ class Thresholds:
     of steps below this fraction of the first 10%), length_near_cap (or mean length over the last 10% grown to at
     least this fraction of the cap), large_lambda ("too much retained pressure": λ at least this); `undecided`: a
     decision within one standard error of its threshold reads UNDECIDED (registration `readings`: within_one_se),
-    else it stands marked fragile (fragile_mark)."""
+    else it stands marked fragile (fragile_mark). `halfway`: world 5's length arm in place of the cap's
+    (experiments/registration_long.yaml, whose untrained student already writes most of its cap): the last 10%'s mean
+    grown at least length_near_cap of the way from the first 10%'s mean to the cap."""
 
     lift_fraction: float
     majority: float
@@ -36,6 +38,7 @@ class Thresholds:
     length_near_cap: float
     large_lambda: float
     undecided: bool = True
+    halfway: bool = False
 
 
 @dataclass(frozen=True)
@@ -159,33 +162,48 @@ def comparison(interval: Interval, names: tuple[str, str]) -> str:
 
 def unstable(trend: Trend, limits: Thresholds) -> list[str]:
     """Why one run is unstable (empty: stable): it collapsed; its reward over the last 10% of steps fell below
-    reward_fall x the first 10%; or its length over the last 10% grew to ≥ length_near_cap x the cap."""
+    reward_fall x the first 10%; or its length over the last 10% grew to ≥ length_near_cap x the cap (limits.halfway:
+    ≥ length_near_cap of the way from the first 10%'s length to the cap, `length_share`)."""
     reasons = [f"collapsed at step {trend.collapse_step}"] if trend.collapse_step is not None else []
     reward, length, cap = trend.reward, trend.length, trend.cap
     if reward is not None and reward[0] > 0 and reward[1] < limits.reward_fall * reward[0]:
         reasons.append(f"reward {reward[0]:.3f} → {reward[1]:.3f}")
-    if length is not None and cap and length[1] > length[0] and length[1] >= limits.length_near_cap * cap:
+    if (share := length_share(trend, limits)) is not None and share[1] >= limits.length_near_cap:
         reasons.append(f"length {length[0]:.1f} → {length[1]:.1f} of cap {cap}")
     return reasons
 
 
+def length_share(trend: Trend, limits: Thresholds) -> tuple[str, float, float | None] | None:
+    """The length arm's ratio where the length grew (None: it did not, or no length or cap): (name, ratio, its
+    standard error from the two windows' by the delta method, None unknown). The cap's arm: last / cap; the halfway
+    arm: (last − first) / (cap − first), the share of the room left below the cap that the run took up."""
+    length, cap = trend.length, trend.cap
+    if length is None or not cap or length[1] <= length[0]:
+        return None
+    errors = trend.length_error
+    if not limits.halfway:
+        return "length / cap", length[1] / cap, errors and errors[1] / cap
+    room = cap - length[0]
+    if room <= 0:
+        return None
+    share = (length[1] - length[0]) / room
+    return "length growth / room to cap", share, errors and math.hypot(errors[1], errors[0] * (1 - share)) / room
+
+
 def ratios(trend: Trend, limits: Thresholds) -> list[tuple[str, float, float, float]]:
     """The ratios the instability rule compares, each (name, ratio, its standard error, threshold): reward last /
-    first 10% against reward_fall; length last 10% / cap against length_near_cap where the length grew. The error
-    from the two windows' (delta method); none for a collapse, which is no ratio."""
+    first 10% against reward_fall; the length arm's (length_share) against length_near_cap where the length grew. The
+    error from the two windows' (delta method); none for a collapse, which is no ratio."""
     if trend.collapse_step is not None:
         return []
     found = []
-    (reward, reward_error), (length, length_error) = (
-        (trend.reward, trend.reward_error),
-        (trend.length, trend.length_error),
-    )
+    reward, reward_error = trend.reward, trend.reward_error
     if reward and reward_error and reward[0] > 0:
         ratio = reward[1] / reward[0]
         error = math.hypot(reward_error[1] / reward[0], ratio * reward_error[0] / reward[0])
         found.append(("reward ratio", ratio, error, limits.reward_fall))
-    if length and length_error and trend.cap and length[1] > length[0]:
-        found.append(("length / cap", length[1] / trend.cap, length_error[1] / trend.cap, limits.length_near_cap))
+    if (share := length_share(trend, limits)) is not None and share[2] is not None:
+        found.append((*share, limits.length_near_cap))
     return found
 
 

@@ -1,0 +1,234 @@
+"""World 5's pilot read by its registered rules (experiments/registration_long.yaml; docs/DESIGN.md, "World 5"):
+claims 1, 4 and 5 on the long-horizon twin, by the claims page's own rules (gropd/report/rules.py) with the one change
+the file registers (the instability rule's length arm: `halfway`), set beside world 4's verdicts.
+
+    judge_long(experiments_dir, root)   -> LongPilot: per claim its Section and verdict, the runs' mean length, n
+    long_lines(pilot, world4)           the claims page's section: world 4 and world 5 side by side, then evidence
+
+The pilot's runs are read from the results directory its registration names (`results`, under the project root
+`root`), whatever results directory the rest of the page reads: the pilot is committed once, in results/long/.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from gropd.config.errors import ConfigError
+from gropd.config.layering import read_yaml
+from gropd.config.schema import Strict
+from gropd.report.evidence import Evidence, Run, began_at
+from gropd.report.families import Families, expand
+from gropd.report.formats import Cell, missing_block, pipe_table
+from gropd.report.registered import seeds_of, set_after
+from gropd.report.registration import Dated
+from gropd.report.rules import RULE_FUNCTIONS, Section
+from gropd.report.settings import ClaimSettings, load_settings
+from gropd.report.verdicts import Verdict, combine
+
+FILE = "registration_long.yaml"
+CLAIMS = {  # claim -> (the claims page's rule, the registration's settings it compares: first, second)
+    "1": ("beats", ("gropd", "opd")),
+    "4": ("large_lambda_unstable", ()),
+    "5": ("gamma_one_unstable", ()),
+}
+
+
+class LongRegistration(Strict):
+    """experiments/registration_long.yaml: the pilot's grid, pairing, seeds, settings and rules (their wording), and
+    `registered`: the commit that wrote them and its date, which every pilot run's start must follow."""
+
+    issue: int
+    profile: str
+    grid: str
+    pairing: str
+    seeds: list[int] = Field(min_length=1)
+    results: str
+    registered: Dated
+    settings: dict[str, dict[str, Any]]
+    order: str
+    numbers: str
+    unstable: str
+    rules: dict[str, str]
+    second_pairing: str
+
+
+def load_long_registration(experiments_dir: Path) -> LongRegistration | None:
+    """The file, or None where experiments/ has none; a bad key raises ConfigError naming the file and key."""
+    path = experiments_dir / FILE
+    if not path.exists():
+        return None
+    try:
+        reg = LongRegistration.model_validate(read_yaml(path))
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise ConfigError(str(path), ".".join(map(str, first["loc"])), first["msg"]) from None
+    for key, (_, names) in CLAIMS.items():
+        if f"claim_{key}" not in reg.rules or any(name not in reg.settings for name in names):
+            raise ConfigError(str(path), f"rules.claim_{key}", "missing, or it compares a setting not in `settings`")
+    return reg
+
+
+@dataclass(frozen=True)
+class LongClaim:
+    key: str
+    title: str
+    section: Section
+    verdict: Verdict
+    rules_before_runs: str  # 'yes: …' or 'no: …', the registration's date against the first run it reads
+
+
+@dataclass(frozen=True)
+class LongPilot:
+    registration: LongRegistration
+    results: Path
+    pairing_title: str
+    claims: list[LongClaim]
+    mean_tokens: float | None  # the pilot's finished runs' mean response length in evaluation (None: none finished)
+
+
+def registered_before(reg: LongRegistration, ev: Evidence, key: str, rule: str, runs: list[Run]) -> str:
+    """Whether the rules a claim reads were all written before its first run began: this file's commit and the
+    registration.yaml entries (thresholds, test, reading) the rule reads."""
+    began = began_at(runs)
+    if began is None:
+        return "no run started yet"
+    late = ([f"{FILE} ({reg.registered.stamp})"] if reg.registered.date > began else []) + set_after(
+        ev, key, rule, runs
+    )
+    when = f"{reg.registered.commit[:7]} at {reg.registered.date:%Y-%m-%d %H:%M:%S} UTC, first run {began:%H:%M:%S} UTC"
+    return f"no: set after the runs: {', '.join(late)} ({when})" if late else f"yes ({when})"
+
+
+def pilot_tokens(runs: list[Run], suites: list[str]) -> float | None:
+    """The mean of the finished runs' mean evaluation response lengths (eval/summary.json)."""
+    found = [f.mean_tokens for run in runs if not isinstance(f := run.final(suites), str) and f.mean_tokens]
+    return statistics.fmean(found) if found else None
+
+
+def judge_long(experiments_dir: Path, root: Path) -> LongPilot | None:
+    """World 5's claims judged from the results directory the registration names, under `root` (None: no
+    registration in experiments_dir)."""
+    reg = load_long_registration(experiments_dir)
+    if reg is None:
+        return None
+    settings = load_settings(experiments_dir / "report.yaml")
+    ev = Evidence(reg.profile, root / reg.results, experiments_dir, settings)
+    ev.length_arm = "halfway"
+    titles = {claim.key: claim.title for claim in settings.claims}
+    judged = []
+    for key, (rule, names) in CLAIMS.items():
+        compare = [reg.settings[name] for name in names] or None  # (the grid runs the registered pairing alone)
+        claim = ClaimSettings(
+            key=key,
+            title=titles.get(key, key),
+            paper="",
+            rule=rule,
+            grids=[reg.grid],
+            **({"compare": compare} if compare else {}),
+        )
+        section = RULE_FUNCTIONS[rule](ev, claim)
+        cells = list(section.cells.values())
+        verdict = cells[0] if len(cells) == 1 else combine(section.cells)  # (one pairing: its cell says why)
+        judged.append(
+            LongClaim(key, claim.title, section, verdict, registered_before(reg, ev, key, rule, section.runs))
+        )
+    runs = {run.run_id: run for c in judged for run in c.section.runs}.values()
+    tokens = pilot_tokens(list(runs), list(ev.suites))
+    return LongPilot(reg, ev.profile_results, ev.title(reg.pairing), judged, tokens)
+
+
+def pilot_family(pilot: LongPilot) -> Families:
+    """The pilot's comparisons by family: Holm over the registration's one judged difference, claim 1's GR-OPD −
+    OPD on its pairing (whether or not enough seeds have run to read it: the family does not move with outcomes)."""
+    comparisons = [c for claim in pilot.claims for c in claim.section.comparisons]
+    judged = [c.identity for claim in pilot.claims if claim.key == "1" for c in claim.section.comparisons]
+    return Families.of(comparisons, [(identity, None) for identity in judged[:1]])
+
+
+def difference(section: Section, title: str) -> str:
+    """The paired Macro difference a claim-1 section shows for the pairing titled `title` ('—': none)."""
+    found = [c for c in section.comparisons if c.identity[0] == "Macro" and c.identity[1].startswith(f"{title}:")]
+    return found[0].text() if found else "—"
+
+
+@dataclass(frozen=True)
+class World4:
+    """What the claims page found for one claim on world 4: its verdict, n and its runs' mean response tokens, and
+    (claim 1) the paired GR-OPD − OPD difference on the pilot's pairing."""
+
+    verdict: str
+    n: str
+    tokens: float | None
+    difference: str = "—"
+
+
+def side_by_side(pilot: LongPilot, world4: dict[str, World4]) -> list[str]:
+    """The table of both worlds: per claim its verdict at ~50 tokens and on world 5, n and the mean response tokens,
+    what world 5 finds, and whether its rules were registered before the runs; then claim 1's paired difference in
+    both worlds (the registration's long-horizon question, read, not judged)."""
+    long_len = "—" if pilot.mean_tokens is None else f"{pilot.mean_tokens:.0f}"
+    lines: list[str] = []
+    rows = []
+    for c in pilot.claims:
+        w4 = world4.get(c.key, World4("—", "—", None))
+        verdict4, n4, short = w4.verdict, w4.n, "—" if w4.tokens is None else f"{w4.tokens:.0f}"
+        rows.append(
+            Cell.texts(
+                c.key,
+                c.title,
+                f"{verdict4} (n = {n4}; {short} tokens)",
+                f"{c.verdict.outcome} (n = {seeds_of(c.section)}; {long_len} tokens)",
+                c.verdict.reason,
+                c.rules_before_runs,
+            )
+        )
+    header = ["claim", "statement", "world 4 (~50 tokens)", "world 5 (long horizon)", "world 5 finds"]
+    lines += pipe_table([*header, "rules before the runs"], rows)
+    one = next((c for c in pilot.claims if c.key == "1"), None)
+    if one is not None:
+        title, w4 = pilot.pairing_title, world4.get("1", World4("—", "—", None))
+        lines += [
+            "",
+            f"**Does the advantage grow with the horizon?** (read, not judged: `rules.long_horizon_question`) "
+            f"GR-OPD − vanilla OPD in Macro on {title}, paired by seed [95% t]: world 4 {w4.difference}; "
+            f"world 5 {difference(one.section, title)}.",
+        ]
+    return lines
+
+
+def long_lines(pilot: LongPilot, world4: dict[str, World4]) -> list[str]:
+    """The claims page's World 5 section: per claim the verdict at ~50 tokens beside the long horizon's, claim 1's
+    paired difference in both worlds (the registration's long-horizon question, read, not judged), then each claim's
+    rule, evidence and verdict."""
+    reg = pilot.registration
+    lines = [
+        '<a id="world-5"></a>',
+        "",
+        "## World 5: the long horizon",
+        "",
+        f"The same claims on a second tiny world whose responses are hundreds of tokens (profile `{reg.profile}`, "
+        f"grid `{reg.grid}`, pairing {reg.pairing}, registered seeds {', '.join(map(str, reg.seeds))}; runs read "
+        f"from `{pilot.results}/`). The rules are the claims page's, registered for this world in "
+        f"experiments/{FILE} ({reg.registered.stamp}), with one change: a run's length arm of instability is its "
+        "last 10%'s mean grown at least halfway from its first 10%'s mean to the cap. A setting's missing seeds are "
+        "named under Missing; a verdict is read at the seeds every setting of its rule has.",
+        "",
+    ]
+    lines += side_by_side(pilot, world4)
+    families = pilot_family(pilot)
+    for c in pilot.claims:
+        rule = reg.rules[f"claim_{c.key}"]
+        lines += ["", f"### World 5, claim {c.key}: {c.title}", "", f"**Rule (registered).** {rule}"]
+        lines += ["", "**Evidence.**", ""]
+        for intro, header, table_rows in c.section.tables:
+            header, table_rows = expand(header, table_rows, families)
+            lines += [intro, ""] + pipe_table(header, [Cell.texts(*row) for row in table_rows]) + [""]
+        lines += [f"- {name}: {v.outcome} — {v.reason}" for name, v in c.section.cells.items()]
+        lines += ["", f"**Verdict: {c.verdict.outcome}** — {c.verdict.reason}."]
+        lines += ["", *missing_block(c.section.missing)] if c.section.missing else []
+    return lines
