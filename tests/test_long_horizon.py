@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from report_fixtures import REPO, dump, macro_summary, metric_rows, seeded, write_experiments, write_run
+from report_fixtures import REPO, dump, evidence, macro_summary, metric_rows, seeded, write_experiments, write_run
 
 from gropd.config.errors import ConfigError
+from gropd.report.claims import claims
 from gropd.report.evidence import Trend
 from gropd.report.long_horizon import FILE, judge_long, load_long_registration, side_by_side
+from gropd.report.page import index
 from gropd.report.verdicts import Thresholds, length_share, ratios, unstable
 
 HALFWAY = Thresholds(
@@ -157,3 +159,20 @@ def test_the_committed_pilots_rules_were_committed_before_each_of_its_runs_began
     assert committed, "no committed pilot run"
     for path in committed:
         assert datetime.fromisoformat(json.loads(path.read_text())["started"]) > reg.registered.date, path
+
+
+def test_the_claims_page_and_its_html_page_show_world_5_beside_world_4(tmp_path):
+    """claims.md ends with the World 5 section (anchor `world-5`, the table, each claim's evidence); index.html shows
+    the table and links it; without a registration neither shows one."""
+    long_world(tmp_path)
+    pilot_run(tmp_path, "opd", 0, 30.0, (330.0, 330.0))
+    artefact = claims(evidence(tmp_path))
+    text = artefact.files["claims.md"]
+    assert '<a id="world-5"></a>\n\n## World 5: the long horizon' in text
+    assert "| 4 | Too much retained pressure (large λ) destabilises training | not tested (n = —; — tokens) |" in text
+    assert "### World 5, claim 5: An unrestricted horizon (γ = 1) destabilises training" in text
+    assert "registration_long.yaml" in artefact.manifests
+    html = index(evidence(tmp_path), [artefact]).files["index.html"]
+    assert '<section id="world-5">' in html and 'href="claims.md#world-5"' in html
+    (tmp_path / "experiments" / FILE).unlink()
+    assert "World 5" not in claims(evidence(tmp_path)).files["claims.md"]

@@ -94,6 +94,7 @@ class Claims:
     multiplicity: str
     family_table: tuple[list[str], list[list[str]]]
     registered: dict[str, Registered] = field(default_factory=dict)  # per claim key (claims(): the page's)
+    long: tuple[LongPilot, dict[str, World4]] | None = None  # world 5 and this page's findings beside it (world5)
 
 
 def multiplicity(ev: Evidence, families: Families, called: int, standing: int, runs: list[Run]) -> str:
@@ -302,7 +303,7 @@ def claims(ev: Evidence) -> Artefact:
     every = {j.claim.key: j for j in judge(ev).judged}
     first = {j.claim.key: j for j in judge(ev.variant(registered_seeds=True, first=True)).judged}
     shown = {j.claim.key: registration_lines(ev, j, every[j.claim.key], first[j.claim.key]) for j in page.judged}
-    page = replace(page, registered=shown)
+    page = replace(page, registered=shown, long=world5(ev, page))
     lines = [f"# The paper's claims on the {ev.profile} profile", ""]
     lines += [
         f"Built from `{ev.profile_results}/` alone (reports never train). Every number comes from a run named under "
@@ -339,7 +340,7 @@ def claims(ev: Evidence) -> Artefact:
         lines += ["", f"**Verdict: {j.verdict.outcome}** — {j.verdict.reason}.", ""]
         lines += [*apart, ""] if apart else []
         lines += missing_block(j.missing)
-    if long := world5(ev, page):
+    if long := page.long:
         lines += long_lines(*long) + [""]
     runs = [run for j in page.judged for run in j.section.runs] + [r for j in every.values() for r in j.section.runs]
     runs = list({id(run): run for run in runs}.values())

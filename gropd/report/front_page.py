@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fileio import load_yaml
-from gropd.report.claims import Claims, claims, summary, world5
+from gropd.report.claims import Claims, claims, summary
 from gropd.report.evidence import Evidence
 from gropd.report.formats import Cell, Table, pipe_table
 from gropd.report.long_horizon import FILE as LONG_FILE
@@ -82,7 +82,7 @@ def results_block(ev: Evidence) -> list[str]:
 
 def long_horizon_lines(ev: Evidence, page: Claims) -> list[str]:
     """World 5 beside world 4 (the claims page's section, its table alone), [] without a registered pilot."""
-    if (long := world5(ev, page)) is None:
+    if (long := page.long) is None:
         return []
     pilot = long[0]
     return [

@@ -167,38 +167,42 @@ class World4:
     difference: str = "—"
 
 
-def side_by_side(pilot: LongPilot, world4: dict[str, World4]) -> list[str]:
-    """The table of both worlds: per claim its verdict at ~50 tokens and on world 5, n and the mean response tokens,
-    what world 5 finds, and whether its rules were registered before the runs; then claim 1's paired difference in
-    both worlds (the registration's long-horizon question, read, not judged)."""
+def both_worlds(pilot: LongPilot, world4: dict[str, World4]) -> tuple[list[str], list[list[Cell]]]:
+    """The table of both worlds (header, rows): per claim its verdict on world 4 and on world 5, each with n and the
+    mean response tokens, what world 5 finds, and whether its rules were registered before the runs."""
     long_len = "—" if pilot.mean_tokens is None else f"{pilot.mean_tokens:.0f}"
-    lines: list[str] = []
     rows = []
     for c in pilot.claims:
         w4 = world4.get(c.key, World4("—", "—", None))
-        verdict4, n4, short = w4.verdict, w4.n, "—" if w4.tokens is None else f"{w4.tokens:.0f}"
+        short = "—" if w4.tokens is None else f"{w4.tokens:.0f}"
         rows.append(
             Cell.texts(
                 c.key,
                 c.title,
-                f"{verdict4} (n = {n4}; {short} tokens)",
+                f"{w4.verdict} (n = {w4.n}; {short} tokens)",
                 f"{c.verdict.outcome} (n = {seeds_of(c.section)}; {long_len} tokens)",
                 c.verdict.reason,
                 c.rules_before_runs,
             )
         )
-    header = ["claim", "statement", "world 4 (~50 tokens)", "world 5 (long horizon)", "world 5 finds"]
-    lines += pipe_table([*header, "rules before the runs"], rows)
-    one = next((c for c in pilot.claims if c.key == "1"), None)
-    if one is not None:
-        title, w4 = pilot.pairing_title, world4.get("1", World4("—", "—", None))
-        lines += [
-            "",
-            f"**Does the advantage grow with the horizon?** (read, not judged: `rules.long_horizon_question`) "
-            f"GR-OPD − vanilla OPD in Macro on {title}, paired by seed [95% t]: world 4 {w4.difference}; "
-            f"world 5 {difference(one.section, title)}.",
-        ]
-    return lines
+    header = ["claim", "statement", "world 4", "world 5 (long horizon)", "world 5 finds", "rules before the runs"]
+    return header, rows
+
+
+def horizon_question(pilot: LongPilot, world4: dict[str, World4]) -> str:
+    """Claim 1's paired difference in both worlds: the registration's long-horizon question, read, not judged."""
+    one = next(c for c in pilot.claims if c.key == "1")
+    title, w4 = pilot.pairing_title, world4.get("1", World4("—", "—", None))
+    return (
+        f"**Does the advantage grow with the horizon?** (read, not judged: `rules.long_horizon_question`) GR-OPD − "
+        f"vanilla OPD in Macro on {title}, paired by seed [95% t]: world 4 {w4.difference}; world 5 "
+        f"{difference(one.section, title)}."
+    )
+
+
+def side_by_side(pilot: LongPilot, world4: dict[str, World4]) -> list[str]:
+    """both_worlds as a Markdown table, then horizon_question."""
+    return [*pipe_table(*both_worlds(pilot, world4)), "", horizon_question(pilot, world4)]
 
 
 def long_lines(pilot: LongPilot, world4: dict[str, World4]) -> list[str]:

@@ -25,6 +25,7 @@ from gropd.report.claims import REGISTERED_COLUMNS, SUMMARY, Claims, Judged, Reg
 from gropd.report.evidence import Evidence
 from gropd.report.figures import DRAWS, Drawing
 from gropd.report.formats import Cell, Table, missing_block
+from gropd.report.long_horizon import both_worlds, horizon_question
 from gropd.report.publish import Artefact
 from gropd.report.stats import CONVENTION, UNPAIRED
 
@@ -154,7 +155,24 @@ def claims_table(artefact: Artefact) -> str:
     header, rows = claims.family_table
     body += "<p><strong>The registered family.</strong></p>\n" + grid(header, [Cell.texts(*row) for row in rows], 2)
     body += f"<p><strong>Every rule.</strong> {inline(claims.common)}</p>\n" + links(own_files(artefact))
-    return section("claims", "The paper's claims", body, level=2)
+    return section("claims", "The paper's claims", body, level=2) + long_horizon_section(claims)
+
+
+def long_horizon_section(claims: Claims) -> str:
+    """World 5 beside this page's world (long_horizon.both_worlds), linking the claims page's section ('' without a
+    registered pilot)."""
+    if claims.long is None:
+        return ""
+    pilot, world4 = claims.long
+    intro = (
+        f"Claims 1, 4 and 5 on the long-horizon twin (grid <code>{esc(pilot.registration.grid)}</code>, runs read "
+        f"from <code>{esc(pilot.results)}/</code>), by the rules registered before its runs. Evidence: "
+        '<a href="claims.md#world-5">claims.md, World 5</a>.'
+    )
+    header, rows = both_worlds(*claims.long)
+    body = f"<p>{intro}</p>\n" + grid(header, rows, labels=len(header))
+    body += f"<p>{inline(horizon_question(pilot, world4))}</p>\n"
+    return section("world-5", "World 5: the long horizon", body, level=2)
 
 
 def claim_section(index: int, j: Judged, drawings: list[Artefact], registered: Registered | None = None) -> str:
