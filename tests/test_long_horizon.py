@@ -122,6 +122,12 @@ def test_claims_1_4_and_5_on_pilot_runs_by_the_registered_rules(tmp_path):
         "GR-OPD (gropd.lam=0.25, gropd.gamma=0.99) better (5.2 se from 0): +3.00 [+0.52, +5.48] (n=3)"
     )
     assert "GR-OPD (λ=0.25, γ=1) unstable in none of 3 seeds" in pilot.claims[2].verdict.reason
+    intro, _, controls = one.section.tables[-1]  # described: fullkl 32 a seed − OPD's 30, 31, 32 and GR-OPD's 33-35
+    assert intro.startswith("The control, described (judged by no claim)")
+    assert [(row[0], row[1].text(), row[1].family) for row in controls] == [
+        ("full-vocabulary KL, beyond the paper − vanilla OPD", "+1.00 [-1.48, +3.48] (n=3)", "described"),
+        ("full-vocabulary KL, beyond the paper − GR-OPD (λ=0.25, γ=0.99)", "-2.00 [-4.48, +0.48] (n=3)", "described"),
+    ]
     assert all(c.rules_before_runs.startswith("yes (93b3c97 at 2026-12-07 02:21:14 UTC") for c in pilot.claims)
     table = "\n".join(side_by_side(pilot, {}))
     assert (

@@ -12,7 +12,7 @@ The pilot's runs are read from the results directory its registration names (`re
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +22,16 @@ from gropd.config.errors import ConfigError
 from gropd.config.layering import read_yaml
 from gropd.config.schema import Strict
 from gropd.report.evidence import Evidence, Run, began_at
-from gropd.report.families import Families, expand
+from gropd.report.families import DESCRIBED, Comparison, Families, expand
 from gropd.report.formats import Cell, missing_block, pipe_table
 from gropd.report.registered import seeds_of, set_after
 from gropd.report.registration import Dated
-from gropd.report.rules import RULE_FUNCTIONS, Section
+from gropd.report.rules import RULE_FUNCTIONS, Section, chosen, macros
 from gropd.report.settings import ClaimSettings, load_settings
-from gropd.report.verdicts import Verdict, combine
+from gropd.report.stats import paired
+from gropd.report.verdicts import Verdict, combine, comparison
+
+Table = tuple[str, list[str], list[list[Any]]]  # (intro, header, rows): a table of a Section
 
 FILE = "registration_long.yaml"
 CLAIMS = {  # claim -> (the claims page's rule, the registration's settings it compares: first, second)
@@ -36,6 +39,7 @@ CLAIMS = {  # claim -> (the claims page's rule, the registration's settings it c
     "4": ("large_lambda_unstable", ()),
     "5": ("gamma_one_unstable", ()),
 }
+CONTROLS = {"1": [("fullkl", "opd"), ("fullkl", "gropd")]}  # described beside a claim, judged by none (`rules`)
 
 
 class LongRegistration(Strict):
@@ -110,6 +114,26 @@ def pilot_tokens(runs: list[Run], suites: list[str]) -> float | None:
     return statistics.fmean(found) if found else None
 
 
+def controls(ev: Evidence, reg: LongRegistration, claim: ClaimSettings, pairs: list[tuple[str, str]]) -> Table:
+    """The registration's described comparisons beside a claim (the exact full-vocabulary KL against the methods):
+    each pair's final Macro, paired by seed (rules.beats_rule's reading, judged by no rule)."""
+    rows = []
+    for a, b in pairs:
+        selectors = [reg.settings[a], reg.settings[b]]
+        for first, second in chosen(ev, claim.model_copy(update={"compare": selectors})):
+            (x, _, _), (y, _, _) = macros(ev, first), macros(ev, second)
+            interval = paired(x, y)
+            identity = (
+                "Macro",
+                f"{ev.title(first.pairing)}: {first.label}",
+                f"{ev.title(second.pairing)}: {second.label}",
+            )
+            call = "—" if interval is None else comparison(interval, (first.label, second.label))
+            rows.append([f"{first.label} − {second.label}", Comparison(identity, interval, DESCRIBED), call])
+    intro = "The control, described (judged by no claim): final Macro, paired by seed over the seeds both finished."
+    return intro, ["settings", "paired difference [95% t]", "comparison"], rows
+
+
 def judge_long(experiments_dir: Path, root: Path) -> LongPilot | None:
     """World 5's claims judged from the results directory the registration names, under `root` (None: no
     registration in experiments_dir)."""
@@ -132,6 +156,8 @@ def judge_long(experiments_dir: Path, root: Path) -> LongPilot | None:
             **({"compare": compare} if compare else {}),
         )
         section = RULE_FUNCTIONS[rule](ev, claim)
+        if key in CONTROLS:
+            section = replace(section, tables=[*section.tables, controls(ev, reg, claim, CONTROLS[key])])
         cells = list(section.cells.values())
         verdict = cells[0] if len(cells) == 1 else combine(section.cells)  # (one pairing: its cell says why)
         judged.append(
