@@ -19,7 +19,7 @@ from gropd.report.evidence import Evidence, Run, began_at
 from gropd.report.families import ALPHA, REGISTERED, Families, expand, pvalue
 from gropd.report.formats import Cell, missing_block, pipe_table
 from gropd.report.long_horizon import FILE as LONG_FILE
-from gropd.report.long_horizon import LongPilot, World4, difference, judge_long, long_lines, pilot_tokens
+from gropd.report.long_horizon import LongPilot, World4, difference, judge_long, long_lines, mean_response_tokens
 from gropd.report.publish import Artefact
 from gropd.report.registered import first_started, seeds_of, set_after
 from gropd.report.rules import RULE_FUNCTIONS, Section, describe, limits
@@ -282,7 +282,7 @@ def summary(page: Claims) -> list[dict[str, Any]]:
 def world4_of(ev: Evidence, j: Judged, title: str) -> World4:
     """What the page found for claim j on this profile, for World 5's side-by-side table: verdict, n, the mean
     response tokens of its runs, and claim 1's paired difference on the pilot's pairing (titled `title`)."""
-    tokens = pilot_tokens(j.section.runs, list(ev.suites))
+    tokens = mean_response_tokens(j.section.runs, list(ev.suites))
     return World4(j.verdict.outcome, seeds_of(j.section), tokens, difference(j.section, title))
 
 

@@ -357,7 +357,9 @@ class Evidence:
     given (errors name it so), `results_name` and `profile_results` as the project names them (project_path: what
     artefacts print, and where runs are read from)."""
 
-    def __init__(self, profile: str, results_root: Path, experiments_dir: Path, settings: ReportSettings):
+    def __init__(
+        self, profile: str, results_root: Path, experiments_dir: Path, settings: ReportSettings, halfway: bool = False
+    ):
         self.profile, self.results_root, self.experiments_dir = profile, results_root, experiments_dir
         self.results_name = project_path(results_root)
         self.report = settings
@@ -366,7 +368,7 @@ class Evidence:
         self._runs: dict[str, list[Run]] = {}
         self.registered_seeds = False  # True: only the seeds experiments/registration.yaml registered (variant)
         self.first = False  # True: the registration's entries as first registered (variant)
-        self.length_arm = "cap"  # the instability rule's length arm: "halfway" on world 5 (report/long_horizon.py)
+        self.halfway = halfway  # the instability rule's halfway length arm (world 5: report/long_horizon.py)
 
     profile_results = property(lambda self: self.results_name / self.profile)
 

@@ -26,12 +26,10 @@ from gropd.report.families import DESCRIBED, Comparison, Families, expand
 from gropd.report.formats import Cell, missing_block, pipe_table
 from gropd.report.registered import seeds_of, set_after
 from gropd.report.registration import Dated
-from gropd.report.rules import RULE_FUNCTIONS, Section, chosen, macros
+from gropd.report.rules import RULE_FUNCTIONS, Row, Section, chosen, macros
 from gropd.report.settings import ClaimSettings, load_settings
 from gropd.report.stats import paired
 from gropd.report.verdicts import Verdict, combine, comparison
-
-Table = tuple[str, list[str], list[list[Any]]]  # (intro, header, rows): a table of a Section
 
 FILE = "registration_long.yaml"
 CLAIMS = {  # claim -> (the claims page's rule, the registration's settings it compares: first, second)
@@ -101,20 +99,21 @@ def registered_before(reg: LongRegistration, ev: Evidence, key: str, rule: str, 
     began = began_at(runs)
     if began is None:
         return "no run started yet"
-    late = ([f"{FILE} ({reg.registered.stamp})"] if reg.registered.date > began else []) + set_after(
-        ev, key, rule, runs
-    )
+    late = [f"{FILE} ({reg.registered.stamp})"] if reg.registered.date > began else []
+    late += set_after(ev, key, rule, runs)
     when = f"{reg.registered.commit[:7]} at {reg.registered.date:%Y-%m-%d %H:%M:%S} UTC, first run {began:%H:%M:%S} UTC"
     return f"no: set after the runs: {', '.join(late)} ({when})" if late else f"yes ({when})"
 
 
-def pilot_tokens(runs: list[Run], suites: list[str]) -> float | None:
+def mean_response_tokens(runs: list[Run], suites: list[str]) -> float | None:
     """The mean of the finished runs' mean evaluation response lengths (eval/summary.json)."""
     found = [f.mean_tokens for run in runs if not isinstance(f := run.final(suites), str) and f.mean_tokens]
     return statistics.fmean(found) if found else None
 
 
-def controls(ev: Evidence, reg: LongRegistration, claim: ClaimSettings, pairs: list[tuple[str, str]]) -> Table:
+def controls(
+    ev: Evidence, reg: LongRegistration, claim: ClaimSettings, pairs: list[tuple[str, str]]
+) -> tuple[str, list[str], list[Row]]:
     """The registration's described comparisons beside a claim (the exact full-vocabulary KL against the methods):
     each pair's final Macro, paired by seed (rules.beats_rule's reading, judged by no rule)."""
     rows = []
@@ -141,8 +140,7 @@ def judge_long(experiments_dir: Path, root: Path) -> LongPilot | None:
     if reg is None:
         return None
     settings = load_settings(experiments_dir / "report.yaml")
-    ev = Evidence(reg.profile, root / reg.results, experiments_dir, settings)
-    ev.length_arm = "halfway"
+    ev = Evidence(reg.profile, root / reg.results, experiments_dir, settings, halfway=True)
     titles = {claim.key: claim.title for claim in settings.claims}
     judged = []
     for key, (rule, names) in CLAIMS.items():
@@ -164,7 +162,7 @@ def judge_long(experiments_dir: Path, root: Path) -> LongPilot | None:
             LongClaim(key, claim.title, section, verdict, registered_before(reg, ev, key, rule, section.runs))
         )
     runs = {run.run_id: run for c in judged for run in c.section.runs}.values()
-    tokens = pilot_tokens(list(runs), list(ev.suites))
+    tokens = mean_response_tokens(list(runs), list(ev.suites))
     return LongPilot(reg, ev.profile_results, ev.title(reg.pairing), judged, tokens)
 
 

@@ -90,8 +90,7 @@ def limits(ev: Evidence) -> Thresholds:
     """The thresholds and the reading near them that ev's registration holds in force (ev.first: as first
     registered)."""
     reading = ev.registration.reading(ev.first).reading
-    halfway = ev.length_arm == "halfway"
-    return Thresholds(**ev.registration.values(ev.first), undecided=reading == "within_one_se", halfway=halfway)
+    return Thresholds(**ev.registration.values(ev.first), undecided=reading == "within_one_se", halfway=ev.halfway)
 
 
 def test(ev: Evidence, claim: ClaimSettings) -> str:
