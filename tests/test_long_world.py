@@ -106,8 +106,9 @@ def test_world4_hashes_are_those_it_was_built_with() -> None:
 
 def test_long_recipe_names_its_tasks_and_bad_tasks_are_refused() -> None:
     recipe, full_hash = load_recipe(EXPERIMENTS / "tiny_world_long.yaml")
-    assert recipe.tasks == ("chain",) and set(recipe.models) == {"B4pre", "B4", "B1.7"}
-    assert recipe.waves() == [["B4pre"], ["B4"]] and recipe.runs()["B4"] == ["B1.7", "B4"]
+    assert recipe.tasks == ("chain",) and set(recipe.models) == {"B4pre", "B4", "B1.7", "I4"}
+    assert recipe.waves() == [["B4pre"], ["B4"], ["I4"]] and recipe.runs()["B4"] == ["B1.7", "B4"]
+    assert recipe.modes("I4") == ("think", "nothink")
     assert full_hash != load_recipe(EXPERIMENTS / "tiny_world.yaml")[1]
     data = {"instruction": "x", "num_threads": 1, "parallel_builds": 1, "models": {}}
     data["eval"] = {"questions_per_task": 1, "max_new_tokens": 1, "batch_size": 1}
@@ -118,17 +119,21 @@ def test_long_recipe_names_its_tasks_and_bad_tasks_are_refused() -> None:
 
 
 def test_tiny_long_profile_resolves_its_runs_and_leaves_out_the_pairings_without_models() -> None:
-    """World 5 builds its base models only: the matched base pairing B4→B1.7 runs, the others are left out."""
+    """World 5 builds its bases and the instruct teacher I4: the matched base pairing B4→B1.7 and the cross-pattern
+    I4think→B1.7 run, the pairings that need I1.7 or I32 are left out."""
     manifests = load_manifests(EXPERIMENTS)
-    assert "tiny-long" in manifests.profiles and set(manifests.models["tiny-long"]) == {"B1.7", "B4"}
+    assert "tiny-long" in manifests.profiles and set(manifests.models["tiny-long"]) == {"B1.7", "B4", "I4"}
     assert all(m["source"]["world"] == "tiny_world_long.yaml" for m in manifests.models["tiny-long"].values())
     assert set(manifests.suites["tiny-long"]) == {"chain"}
-    for name in ("lambda", "gamma"):  # every run of them is on a pairing of instruct models, which world 5 lacks
-        assert grid_entries(manifests, [name], profile="tiny-long") == []
+    assert grid_entries(manifests, ["gamma"], profile="tiny-long") == []  # all on I32nothink→I1.7nothink
+    assert {e.run_id for e in grid_entries(manifests, ["lambda"], profile="tiny-long")} == {
+        "lambda__I4think-B1.7__gropd-lam0",  # the λ grid's cross-pattern runs; its matched ones need I1.7
+        "lambda__I4think-B1.7__opd",
+    }
     expected = {
-        "table1": {"table1__B4-B1.7__gropd", "table1__B4-B1.7__opd"},
-        "table6": {"table6__B1.7-default", "table6__B4-default"},
-        "fig1": {"fig1__B4-B1.7__score"},
+        "table1": {f"table1__{p}__{m}" for p in ("B4-B1.7", "I4think-B1.7") for m in ("gropd", "opd")},
+        "table6": {"table6__B1.7-default", "table6__B4-default", "table6__I4-think", "table6__I4-nothink"},
+        "fig1": {"fig1__B4-B1.7__score", "fig1__I4think-B1.7__score"},
     }
     for name, run_ids in expected.items():
         entries = grid_entries(manifests, [name], profile="tiny-long")
@@ -156,5 +161,16 @@ def test_world5_is_committed_as_its_recipe_builds_it() -> None:
         label: entry["label_hash"] for label, entry in built["models"].items()
     }
     assert all((world / "models" / label / "model.safetensors").is_file() for label in recipe.models)
-    accuracy = {label: entry["accuracy"]["default"]["chain"] for label, entry in built["models"].items()}
+    accuracy = {label: entry["accuracy"]["default"]["chain"] for label, entry in built["models"].items() if label != "I4"}
     assert accuracy["B4"] - accuracy["B1.7"] >= 0.10 and built["models"]["B1.7"]["step"] == 300
+    assert built["models"]["I4"]["accuracy"]["think"]["chain"] - accuracy["B1.7"] >= 0.10
+
+
+def test_world5s_bases_are_the_bytes_the_pilot_ran_on() -> None:
+    """Adding I4 made a new world directory; its bases are file for file those of 8ad821db8a65, the world the pilot
+    (grid long_pilot) ran on, which stays committed as its record."""
+    _, full_hash = load_recipe(EXPERIMENTS / "tiny_world_long.yaml")
+    now = json.loads((REPO / "results/tiny/world" / full_hash[:12] / "world.json").read_text())["files"]
+    pilot = json.loads((REPO / "results/tiny/world/8ad821db8a65/world.json").read_text())["files"]
+    assert full_hash[:12] != "8ad821db8a65" and {f for f in now if not f.startswith("models/I4/")} == set(pilot)
+    assert {f: now[f] for f in pilot} == pilot
