@@ -102,7 +102,8 @@ def test_suite_with_k_zero_is_refused(experiments: Path) -> None:
 def test_unknown_grid_key_and_grid_name(experiments: Path) -> None:
     with pytest.raises(
         ConfigError,
-        match="no grid named 'tabel1'.*one of baselines, collapse, fig1, gamma, lambda, long_pilot, scale, table1, table6",
+        match="no grid named 'tabel1'.*one of baselines, collapse, fig1, gamma, lambda, long_cross, long_pilot, scale, "
+        "table1, table6",
     ):
         load_grid("tabel1", experiments)
     grid = yaml.safe_load((experiments / "grids" / "gamma.yaml").read_text())

@@ -1,6 +1,6 @@
-"""World 5's pilot on the claims page (gropd/report/long_horizon.py): its registration read strictly, the halfway
-length arm of the instability rule, claims 1, 4 and 5 judged from pilot runs written in tmp_path, and the committed
-pilot's rules dated before every committed pilot run."""
+"""World 5 on the claims page (gropd/report/long_horizon.py): its registrations read strictly, the halfway length arm
+of the instability rule, the pilot's claims 1, 4 and 5 and the cross-pattern pairing's claim 3 judged from runs written
+in tmp_path, and each committed grid's rules dated before every committed run of it."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from report_fixtures import REPO, dump, evidence, macro_summary, metric_rows, se
 from gropd.config.errors import ConfigError
 from gropd.report.claims import claims
 from gropd.report.evidence import Trend
-from gropd.report.long_horizon import FILE, judge_long, load_long_registration, side_by_side
+from gropd.report.long_horizon import FILE, judge_long, load_long_registration, registration_files, side_by_side
 from gropd.report.page import index
 from gropd.report.verdicts import Thresholds, length_share, ratios, unstable
 
@@ -64,14 +64,23 @@ def test_the_halfway_ratios_standard_error_matches_a_numerical_derivative():
 def test_a_bad_registration_names_the_file_and_key(tmp_path):
     exp = tmp_path / "experiments"
     exp.mkdir()
-    data = yaml.safe_load((REPO / "experiments" / FILE).read_text())
-    dump(exp / FILE, {k: v for k, v in data.items() if k != "registered"})
-    with pytest.raises(ConfigError, match=r"registration_long.yaml.*registered"):
-        load_long_registration(exp)
-    dump(exp / FILE, data | {"settings": {k: v for k, v in data["settings"].items() if k != "opd"}})
+    path, data = exp / FILE, yaml.safe_load((REPO / "experiments" / FILE).read_text())
+    dump(path, data | {"registered": {"commit": "93b3c97", "date": "2026-12-07T02:21:14"}})
+    with pytest.raises(ConfigError, match=r"registration_long.yaml: registered: .*no time zone"):
+        load_long_registration(path)
+    dump(path, data | {"settings": {k: v for k, v in data["settings"].items() if k != "opd"}})
     with pytest.raises(ConfigError, match=r"rules.claim_1.*not in `settings`"):
-        load_long_registration(exp)
-    assert load_long_registration(tmp_path) is None  # no file: no pilot, no section
+        load_long_registration(path)
+    dump(path, data | {"rules": data["rules"] | {"claim_2": "a claim World 5 has no rule function for"}})
+    with pytest.raises(ConfigError, match=r"rules.claim_2.*one of 1, 3, 4, 5"):
+        load_long_registration(path)
+    dump(path, data | {"rules": {"long_horizon_question": "no claim"}})
+    with pytest.raises(ConfigError, match=r"rules.*at least one claim_N"):
+        load_long_registration(path)
+    dump(path, {k: v for k, v in data.items() if k != "registered"})  # not yet dated: it loads, its runs read undated
+    assert load_long_registration(path).registered is None
+    path.unlink()
+    assert registration_files(exp) == [] and judge_long(exp, tmp_path) == []  # no file: no grid, no section
 
 
 def long_world(root: Path) -> Path:
@@ -114,7 +123,7 @@ def test_claims_1_4_and_5_on_pilot_runs_by_the_registered_rules(tmp_path):
         for seed in range(3):
             macro = macros.get(setting, [32.0] * 3)[seed]
             pilot_run(tmp_path, setting, seed, macro, lengths.get(setting, (330.0, 340.0)))
-    pilot = judge_long(exp, tmp_path)
+    [pilot] = judge_long(exp, tmp_path)
     verdicts = {c.key: c.verdict.outcome for c in pilot.claims}
     assert verdicts == {"1": "reproduced", "4": "reproduced", "5": "not reproduced"}
     one = pilot.claims[0]
@@ -143,7 +152,7 @@ def test_a_run_started_before_the_registration_is_marked_set_after(tmp_path):
     status = tmp_path / "long/tiny-long/long_pilot__B4-B1.7__opd/status.json"
     record = json.loads(status.read_text()) | {"started": "2026-12-07T02:00:00+00:00"}
     status.write_text(json.dumps(record))
-    one = judge_long(exp, tmp_path).claims[0]
+    one = judge_long(exp, tmp_path)[0].claims[0]
     assert one.rules_before_runs.startswith("no: set after the runs: registration_long.yaml (93b3c97")
 
 
@@ -152,19 +161,26 @@ def git(*args: str) -> str:
 
 
 @pytest.mark.skipif(not (REPO / ".git").exists(), reason="needs the project's git history")
-def test_the_committed_pilots_rules_were_committed_before_each_of_its_runs_began():
-    """The registration's commit and date are git's, the commit wrote the file, and every committed pilot run's
-    status.json `started` is later."""
-    reg = load_long_registration(REPO / "experiments")
-    commit, date = git("log", "-1", "--format=%H %cI", reg.registered.commit).split()
-    assert datetime.fromisoformat(date) == reg.registered.date
-    assert f"experiments/{FILE}" in git("show", "--name-only", "--format=", commit).splitlines()
-    runs = sorted((REPO / reg.results / reg.profile).glob(f"{reg.grid}__*/status.json"))
-    tracked = set(git("ls-files", reg.results).splitlines())
-    committed = [path for path in runs if str(path.relative_to(REPO)) in tracked]
-    assert committed, "no committed pilot run"
-    for path in committed:
-        assert datetime.fromisoformat(json.loads(path.read_text())["started"]) > reg.registered.date, path
+def test_each_committed_grids_rules_were_committed_before_each_of_its_runs_began():
+    """Per registration file: its commit and date are git's and that commit wrote the file, and every committed run
+    of its grid has a status.json `started` later (a grid with a committed run must be dated); the pilot has runs."""
+    files = registration_files(REPO / "experiments")
+    assert [path.name for path in files] == [FILE, "registration_long_cross.yaml"]
+    counted = {}
+    for path in files:
+        reg = load_long_registration(path)
+        runs = sorted((REPO / reg.results / reg.profile).glob(f"{reg.grid}__*/status.json"))
+        tracked = set(git("ls-files", reg.results).splitlines())
+        committed = counted[path.name] = [run for run in runs if str(run.relative_to(REPO)) in tracked]
+        if reg.registered is None:
+            assert not committed, f"{path.name} has committed runs but no `registered` commit"
+            continue
+        commit, date = git("log", "-1", "--format=%H %cI", reg.registered.commit).split()
+        assert datetime.fromisoformat(date) == reg.registered.date
+        assert f"experiments/{path.name}" in git("show", "--name-only", "--format=", commit).splitlines()
+        for run in committed:
+            assert datetime.fromisoformat(json.loads(run.read_text())["started"]) > reg.registered.date, run
+    assert len(counted[FILE]) == 21, "the pilot's 21 runs"
 
 
 def test_the_claims_page_and_its_html_page_show_world_5_beside_world_4(tmp_path):
@@ -175,10 +191,53 @@ def test_the_claims_page_and_its_html_page_show_world_5_beside_world_4(tmp_path)
     artefact = claims(evidence(tmp_path))
     text = artefact.files["claims.md"]
     assert '<a id="world-5"></a>\n\n## World 5: the long horizon' in text
+    assert '<a id="world-5-long_pilot"></a>\n\n### B4→B1.7 (grid `long_pilot`, registered in' in text
     assert "| 4 | Too much retained pressure (large λ) destabilises training | not tested (n = —; — tokens) |" in text
-    assert "### World 5, claim 5: An unrestricted horizon (γ = 1) destabilises training" in text
+    assert "#### World 5, B4→B1.7, claim 5: An unrestricted horizon (γ = 1) destabilises training" in text
     assert "registration_long.yaml" in artefact.manifests
     html = index(evidence(tmp_path), [artefact]).files["index.html"]
-    assert '<section id="world-5">' in html and 'href="claims.md#world-5"' in html
+    assert '<section id="world-5">' in html and 'href="claims.md#world-5-long_pilot"' in html
     (tmp_path / "experiments" / FILE).unlink()
     assert "World 5" not in claims(evidence(tmp_path)).files["claims.md"]
+
+
+def cross_run(root: Path, setting: str, seed: int, macro: float, collapse_step: int | None = None) -> None:
+    """A run of the cross-pattern grid: finished at 10 steps (reward 0.3, length 330 throughout), or collapsed."""
+    run_id = seeded(f"long_cross__I4think-B1.7__{setting}", seed)
+    started = {"started": f"2026-12-07T13:{seed:02d}:00+00:00"}
+    if collapse_step is not None:
+        write_run(root / "long", "tiny-long", run_id, "collapsed", collapse_step=collapse_step, fields=started)
+        return
+    rows = metric_rows(10, verifier_reward=0.3, mean_response_len=[330.0] * 10)
+    summary = {"model": "m", "mode": "default", "suites": {"chain": macro_summary(macro)["suites"]["sub"]}}
+    write_run(root / "long", "tiny-long", run_id, metrics=rows, eval_summary=summary, fields=started)
+
+
+def test_the_cross_pattern_grid_reads_claim_3_beside_the_pilot(tmp_path):
+    """Vanilla OPD collapsed in 3 of 3 seeds, GR-OPD (λ = 0) stable in 3 of 3: claim 3 reproduced on I4think→B1.7; γ = 1
+    stable: claim 5 not reproduced. The page shows both pairings, the pilot first; a registration with no
+    `registered` commit reads its runs as undated."""
+    exp = long_world(tmp_path)
+    cross = yaml.safe_load((REPO / "experiments" / "registration_long_cross.yaml").read_text())
+    dump(exp / "registration_long_cross.yaml", cross | {"results": "long"})
+    shutil.copy(REPO / "experiments" / "grids" / "long_cross.yaml", exp / "grids" / "long_cross.yaml")
+    for seed in range(3):
+        cross_run(tmp_path, "opd", seed, 0.0, collapse_step=8)
+        for setting in ("gropd-lam0-gamma0.99", "fullkl", "gropd-lam0-gamma1", "gropd-lam0-gamma0.9"):
+            cross_run(tmp_path, setting, seed, 25.0)
+    pilot, second = judge_long(exp, tmp_path)
+    assert (pilot.file, second.file, second.pairing_title) == (FILE, "registration_long_cross.yaml", "I4think→B1.7")
+    verdicts = {c.key: c.verdict.outcome for c in second.claims}
+    assert verdicts["3"] == "reproduced" and verdicts["5"] == "not reproduced"
+    three = next(c for c in second.claims if c.key == "3")
+    assert "vanilla OPD unstable in 3 of 3 seeds" in three.verdict.reason, three.verdict.reason
+    assert all(c.rules_before_runs.startswith("yes (402903b at 2026-12-07 12:31:34 UTC") for c in second.claims)
+    text = claims(evidence(tmp_path)).files["claims.md"]
+    assert text.index('<a id="world-5-long_pilot">') < text.index('<a id="world-5-long_cross">')
+    assert "#### World 5, I4think→B1.7, claim 3: Vanilla OPD collapses under mismatched thinking patterns" in text
+    del cross["registered"]
+    dump(exp / "registration_long_cross.yaml", cross | {"results": "long"})
+    undated = judge_long(exp, tmp_path)[1].claims[0].rules_before_runs
+    assert undated == (
+        "undated: registration_long_cross.yaml records no `registered` commit (first run 2026-12-07 13:00:00 UTC)"
+    )

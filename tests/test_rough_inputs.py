@@ -379,7 +379,8 @@ def test_status_says_which_runs_are_not_in_the_paper_profile(root: Path, capsys)
     were at fault. One that ran there anyway (a status.json) is still broken."""
     grid = yaml.safe_load((root / "experiments" / "grids" / "baselines.yaml").read_text())
     fullkl = {f"baselines__{pairing}__fullkl" for pairing in grid["matrix"]["pairing"]}
-    fullkl |= {f"long_pilot__B4-B1.7__fullkl{seed}" for seed in ("", "__seed1", "__seed2")}  # world 5's pilot
+    for world5 in ("long_pilot__B4-B1.7", "long_cross__I4think-B1.7"):  # world 5's grids
+        fullkl |= {f"{world5}__fullkl{seed}" for seed in ("", "__seed1", "__seed2")}
     capsys.readouterr()
     assert cli.main(["status", "--profile", "paper"]) == 0
     out = capsys.readouterr().out.splitlines()

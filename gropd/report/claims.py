@@ -18,7 +18,6 @@ from gropd.report import verdicts
 from gropd.report.evidence import Evidence, Run, began_at
 from gropd.report.families import ALPHA, REGISTERED, Families, expand, pvalue
 from gropd.report.formats import Cell, missing_block, pipe_table
-from gropd.report.long_horizon import FILE as LONG_FILE
 from gropd.report.long_horizon import LongPilot, World4, difference, judge_long, long_lines, mean_response_tokens
 from gropd.report.publish import Artefact
 from gropd.report.registered import first_started, seeds_of, set_after
@@ -94,7 +93,7 @@ class Claims:
     multiplicity: str
     family_table: tuple[list[str], list[list[str]]]
     registered: dict[str, Registered] = field(default_factory=dict)  # per claim key (claims(): the page's)
-    long: tuple[LongPilot, dict[str, World4]] | None = None  # world 5 and this page's findings beside it (world5)
+    long: list[tuple[LongPilot, dict[str, World4]]] = field(default_factory=list)  # world 5, this page beside it
 
 
 def multiplicity(ev: Evidence, families: Families, called: int, standing: int, runs: list[Run]) -> str:
@@ -286,13 +285,11 @@ def world4_of(ev: Evidence, j: Judged, title: str) -> World4:
     return World4(j.verdict.outcome, seeds_of(j.section), tokens, difference(j.section, title))
 
 
-def world5(ev: Evidence, page: Claims) -> tuple[LongPilot, dict[str, World4]] | None:
-    """World 5's pilot judged (gropd/report/long_horizon.py; its runs under the project root experiments/ sits in)
-    and what this page found per claim, for the two side by side (None: experiments/ registers no pilot)."""
-    pilot = judge_long(ev.experiments_dir, ev.experiments_dir.parent)
-    if pilot is None:
-        return None
-    return pilot, {j.claim.key: world4_of(ev, j, pilot.pairing_title) for j in page.judged}
+def world5(ev: Evidence, page: Claims) -> list[tuple[LongPilot, dict[str, World4]]]:
+    """World 5's registered grids judged (gropd/report/long_horizon.py; their runs under the project root experiments/
+    sits in), each with what this page found per claim, for the two side by side ([]: experiments/ registers none)."""
+    pilots = judge_long(ev.experiments_dir, ev.experiments_dir.parent)
+    return [(p, {j.claim.key: world4_of(ev, j, p.pairing_title) for j in page.judged}) for p in pilots]
 
 
 def claims(ev: Evidence) -> Artefact:
@@ -341,14 +338,14 @@ def claims(ev: Evidence) -> Artefact:
         lines += [*apart, ""] if apart else []
         lines += missing_block(j.missing)
     if long := page.long:
-        lines += long_lines(*long) + [""]
+        lines += long_lines(long) + [""]
     runs = [run for j in page.judged for run in j.section.runs] + [r for j in every.values() for r in j.section.runs]
     runs = list({id(run): run for run in runs}.values())
     missing = list(dict.fromkeys(line for j in page.judged for line in j.section.missing))
     grids = tuple(dict.fromkeys(g for c in ev.report.claims for g in c.grids))
     manifests = [f"grids/{g}.yaml" for g in grids]
     manifests += ["pairings.yaml", "suites.yaml", "train.yaml", "report.yaml", "registration.yaml"]
-    manifests += [LONG_FILE] if long else []
+    manifests += [pilot.file for pilot, _ in long]
     files = {
         "claims.md": "\n".join(lines) + "\n",
         "claims.json": json.dumps(summary(page), indent=2, ensure_ascii=False) + "\n",

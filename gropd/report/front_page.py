@@ -25,8 +25,7 @@ from fileio import load_yaml
 from gropd.report.claims import Claims, claims, summary
 from gropd.report.evidence import Evidence
 from gropd.report.formats import Cell, Table, pipe_table
-from gropd.report.long_horizon import FILE as LONG_FILE
-from gropd.report.long_horizon import side_by_side
+from gropd.report.long_horizon import pilot_heading, side_by_side
 from gropd.report.settings import load_settings
 from gropd.report.tables import table1
 
@@ -81,18 +80,18 @@ def results_block(ev: Evidence) -> list[str]:
 
 
 def long_horizon_lines(ev: Evidence, page: Claims) -> list[str]:
-    """World 5 beside world 4 (the claims page's section, its table alone), [] without a registered pilot."""
-    if (long := page.long) is None:
-        return []
-    pilot = long[0]
-    return [
-        "",
-        f"**The long horizon** (world 5: responses of hundreds of tokens, grid `{pilot.registration.grid}` on "
-        f"`{pilot.results}/`, rules registered in experiments/{LONG_FILE} before its runs; the [claims page]"
-        f"({CLAIMS_PAGE}#world-5) gives the evidence):",
-        "",
-        *side_by_side(*long),
-    ]
+    """World 5 beside world 4 (the claims page's section, its tables alone), [] without a registered grid."""
+    lines = []
+    for pilot, world4 in page.long:
+        lines += [
+            "",
+            f"**The long horizon, {pilot_heading(pilot)}** (world 5: responses of hundreds of tokens, runs on "
+            f"`{pilot.results}/`; the [claims page]({CLAIMS_PAGE}#world-5-{pilot.registration.grid}) gives the "
+            "evidence):",
+            "",
+            *side_by_side(pilot, world4),
+        ]
+    return lines
 
 
 def cpu_name(cpu: dict[str, Any]) -> str:

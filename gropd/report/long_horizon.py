@@ -1,12 +1,14 @@
-"""World 5's pilot read by its registered rules (experiments/registration_long.yaml; docs/DESIGN.md, "World 5"):
-claims 1, 4 and 5 on the long-horizon twin, by the claims page's own rules (gropd/report/rules.py) with the one change
-the file registers (the instability rule's length arm: `halfway`), set beside world 4's verdicts.
+"""World 5's grids read by their registered rules (experiments/registration_long*.yaml, one file a pairing: the pilot
+on B4→B1.7, registration_long.yaml, then the cross-pattern I4think→B1.7; docs/DESIGN.md, "World 5"): the claims each
+file's `rules` name (of 1, 3, 4, 5) on the long-horizon twin, by the claims page's own rules (gropd/report/rules.py)
+with the one change the files register (the instability rule's length arm: `halfway`), set beside world 4's verdicts.
 
-    judge_long(experiments_dir, root)   -> LongPilot: per claim its Section and verdict, the runs' mean length, n
-    long_lines(pilot, world4)           the claims page's section: world 4 and world 5 side by side, then evidence
+    judge_long(experiments_dir, root)   -> [LongPilot]: per file, per claim its Section and verdict, mean length, n
+    long_lines(pilots)                  the claims page's section: per pairing world 4 and world 5 side by side, then
+                                        each claim's evidence
 
-The pilot's runs are read from the results directory its registration names (`results`, under the project root
-`root`), whatever results directory the rest of the page reads: the pilot is committed once, in results/long/.
+A grid's runs are read from the results directory its registration names (`results`, under the project root `root`),
+whatever results directory the rest of the page reads: world 5's runs are committed once, in results/long/.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from gropd.report.settings import ClaimSettings, load_settings
 from gropd.report.stats import paired
 from gropd.report.verdicts import Verdict, combine, comparison
 
-FILE = "registration_long.yaml"
+FILE = "registration_long.yaml"  # the pilot's; every registration_long*.yaml is one (FILES)
+FILES = "registration_long*.yaml"
 CLAIMS = {  # claim -> (the claims page's rule, the registration's settings it compares: first, second)
     "1": ("beats", ("gropd", "opd")),
+    "3": ("unstable_vs_stable", ("opd", "gropd")),
     "4": ("large_lambda_unstable", ()),
     "5": ("gamma_one_unstable", ()),
 }
@@ -41,8 +45,9 @@ CONTROLS = {"1": [("fullkl", "opd"), ("fullkl", "gropd")]}  # described beside a
 
 
 class LongRegistration(Strict):
-    """experiments/registration_long.yaml: the pilot's grid, pairing, seeds, settings and rules (their wording), and
-    `registered`: the commit that wrote them and its date, which every pilot run's start must follow."""
+    """experiments/registration_long*.yaml: a grid's pairing, seeds, settings and rules (their wording: `claim_N` for
+    each claim it judges, N in CLAIMS), and `registered`: the commit that wrote them and its date, which every run's
+    start must follow (recorded by the commit after that one: absent until then, and its runs then read as undated)."""
 
     issue: int
     profile: str
@@ -50,29 +55,41 @@ class LongRegistration(Strict):
     pairing: str
     seeds: list[int] = Field(min_length=1)
     results: str
-    registered: Dated
+    registered: Dated | None = None
     settings: dict[str, dict[str, Any]]
     order: str
     numbers: str
     unstable: str
     rules: dict[str, str]
-    second_pairing: str
+    second_pairing: str = ""
+
+    def judged(self) -> list[str]:
+        """The claims its rules judge, in CLAIMS' order."""
+        return [key for key in CLAIMS if f"claim_{key}" in self.rules]
 
 
-def load_long_registration(experiments_dir: Path) -> LongRegistration | None:
-    """The file, or None where experiments/ has none; a bad key raises ConfigError naming the file and key."""
-    path = experiments_dir / FILE
-    if not path.exists():
-        return None
+def load_long_registration(path: Path) -> LongRegistration:
+    """One registration file; a bad key raises ConfigError naming the file and key: a rule `claim_N` for a claim
+    without a rule function here, none at all, or one comparing a setting not in `settings`."""
     try:
         reg = LongRegistration.model_validate(read_yaml(path))
     except ValidationError as err:
         first = err.errors()[0]
         raise ConfigError(str(path), ".".join(map(str, first["loc"])), first["msg"]) from None
-    for key, (_, names) in CLAIMS.items():
-        if f"claim_{key}" not in reg.rules or any(name not in reg.settings for name in names):
-            raise ConfigError(str(path), f"rules.claim_{key}", "missing, or it compares a setting not in `settings`")
+    for name in reg.rules:
+        if name.startswith("claim_") and name.removeprefix("claim_") not in CLAIMS:
+            raise ConfigError(str(path), f"rules.{name}", f"a claim World 5 reads: one of {', '.join(CLAIMS)}")
+    if not reg.judged():
+        raise ConfigError(str(path), "rules", f"at least one claim_N, N one of {', '.join(CLAIMS)}")
+    for key in reg.judged():
+        if any(name not in reg.settings for name in CLAIMS[key][1]):
+            raise ConfigError(str(path), f"rules.claim_{key}", "it compares a setting not in `settings`")
     return reg
+
+
+def registration_files(experiments_dir: Path) -> list[Path]:
+    """experiments/registration_long*.yaml, the pilot's first (name order: 'registration_long.yaml' sorts first)."""
+    return sorted(experiments_dir.glob(FILES))
 
 
 @dataclass(frozen=True)
@@ -86,6 +103,7 @@ class LongClaim:
 
 @dataclass(frozen=True)
 class LongPilot:
+    file: str  # the registration's file name under experiments/
     registration: LongRegistration
     results: Path
     pairing_title: str
@@ -93,13 +111,15 @@ class LongPilot:
     mean_tokens: float | None  # the pilot's finished runs' mean response length in evaluation (None: none finished)
 
 
-def registered_before(reg: LongRegistration, ev: Evidence, key: str, rule: str, runs: list[Run]) -> str:
-    """Whether the rules a claim reads were all written before its first run began: this file's commit and the
-    registration.yaml entries (thresholds, test, reading) the rule reads."""
+def registered_before(file: str, reg: LongRegistration, ev: Evidence, key: str, rule: str, runs: list[Run]) -> str:
+    """Whether the rules a claim reads were all written before its first run began: the registration file's commit
+    and the registration.yaml entries (thresholds, test, reading) the rule reads."""
     began = began_at(runs)
     if began is None:
         return "no run started yet"
-    late = [f"{FILE} ({reg.registered.stamp})"] if reg.registered.date > began else []
+    if reg.registered is None:
+        return f"undated: {file} records no `registered` commit (first run {began:%Y-%m-%d %H:%M:%S} UTC)"
+    late = [f"{file} ({reg.registered.stamp})"] if reg.registered.date > began else []
     late += set_after(ev, key, rule, runs)
     when = f"{reg.registered.commit[:7]} at {reg.registered.date:%Y-%m-%d %H:%M:%S} UTC, first run {began:%H:%M:%S} UTC"
     return f"no: set after the runs: {', '.join(late)} ({when})" if late else f"yes ({when})"
@@ -133,17 +153,21 @@ def controls(
     return intro, ["settings", "paired difference [95% t]", "comparison"], rows
 
 
-def judge_long(experiments_dir: Path, root: Path) -> LongPilot | None:
-    """World 5's claims judged from the results directory the registration names, under `root` (None: no
-    registration in experiments_dir)."""
-    reg = load_long_registration(experiments_dir)
-    if reg is None:
-        return None
+def judge_long(experiments_dir: Path, root: Path) -> list[LongPilot]:
+    """World 5's claims judged, a registration file at a time, from the results directory each names, under `root`
+    ([]: no registration in experiments_dir)."""
+    return [judge_registration(path, root) for path in registration_files(experiments_dir)]
+
+
+def judge_registration(path: Path, root: Path) -> LongPilot:
+    """The claims one registration file judges, from the results directory it names, under `root`."""
+    reg, experiments_dir = load_long_registration(path), path.parent
     settings = load_settings(experiments_dir / "report.yaml")
     ev = Evidence(reg.profile, root / reg.results, experiments_dir, settings, halfway=True)
     titles = {claim.key: claim.title for claim in settings.claims}
     judged = []
-    for key, (rule, names) in CLAIMS.items():
+    for key in reg.judged():
+        rule, names = CLAIMS[key]
         compare = [reg.settings[name] for name in names] or None  # (the grid runs the registered pairing alone)
         claim = ClaimSettings(
             key=key,
@@ -158,12 +182,11 @@ def judge_long(experiments_dir: Path, root: Path) -> LongPilot | None:
             section = replace(section, tables=[*section.tables, controls(ev, reg, claim, CONTROLS[key])])
         cells = list(section.cells.values())
         verdict = cells[0] if len(cells) == 1 else combine(section.cells)  # (one pairing: its cell says why)
-        judged.append(
-            LongClaim(key, claim.title, section, verdict, registered_before(reg, ev, key, rule, section.runs))
-        )
+        before = registered_before(path.name, reg, ev, key, rule, section.runs)
+        judged.append(LongClaim(key, claim.title, section, verdict, before))
     runs = {run.run_id: run for c in judged for run in c.section.runs}.values()
     tokens = mean_response_tokens(list(runs), list(ev.suites))
-    return LongPilot(reg, ev.profile_results, ev.title(reg.pairing), judged, tokens)
+    return LongPilot(path.name, reg, ev.profile_results, ev.title(reg.pairing), judged, tokens)
 
 
 def pilot_family(pilot: LongPilot) -> Families:
@@ -214,8 +237,11 @@ def both_worlds(pilot: LongPilot, world4: dict[str, World4]) -> tuple[list[str],
 
 
 def horizon_question(pilot: LongPilot, world4: dict[str, World4]) -> str:
-    """Claim 1's paired difference in both worlds: the registration's long-horizon question, read, not judged."""
-    one = next(c for c in pilot.claims if c.key == "1")
+    """Claim 1's paired difference in both worlds: the registration's long-horizon question, read, not judged ('':
+    the registration judges no claim 1)."""
+    one = next((c for c in pilot.claims if c.key == "1"), None)
+    if one is None:
+        return ""
     title, w4 = pilot.pairing_title, world4.get("1", World4("—", "—", None))
     return (
         f"**Does the advantage grow with the horizon?** (read, not judged: `rules.long_horizon_question`) GR-OPD − "
@@ -224,34 +250,57 @@ def horizon_question(pilot: LongPilot, world4: dict[str, World4]) -> str:
     )
 
 
+def pilot_heading(pilot: LongPilot) -> str:
+    """'B4→B1.7 (grid `long_pilot`, registered in experiments/registration_long.yaml, 93b3c97, … UTC)'."""
+    reg = pilot.registration
+    when = reg.registered.stamp if reg.registered else "its `registered` commit not yet recorded"
+    return f"{pilot.pairing_title} (grid `{reg.grid}`, registered in experiments/{pilot.file}, {when})"
+
+
 def side_by_side(pilot: LongPilot, world4: dict[str, World4]) -> list[str]:
     """both_worlds as a Markdown table, then horizon_question."""
-    return [*pipe_table(*both_worlds(pilot, world4)), "", horizon_question(pilot, world4)]
+    question = horizon_question(pilot, world4)
+    return [*pipe_table(*both_worlds(pilot, world4)), *(["", question] if question else [])]
 
 
-def long_lines(pilot: LongPilot, world4: dict[str, World4]) -> list[str]:
-    """The claims page's World 5 section: per claim the verdict at ~50 tokens beside the long horizon's, claim 1's
-    paired difference in both worlds (the registration's long-horizon question, read, not judged), then each claim's
-    rule, evidence and verdict."""
-    reg = pilot.registration
+def long_lines(pilots: list[tuple[LongPilot, dict[str, World4]]]) -> list[str]:
+    """The claims page's World 5 section: per registered pairing, per claim the verdict at ~50 tokens beside the long
+    horizon's, claim 1's paired difference in both worlds (the registration's long-horizon question, read, not
+    judged), then each claim's rule, evidence and verdict."""
     lines = [
         '<a id="world-5"></a>',
         "",
         "## World 5: the long horizon",
         "",
-        f"The same claims on a second tiny world whose responses are hundreds of tokens (profile `{reg.profile}`, "
-        f"grid `{reg.grid}`, pairing {reg.pairing}, registered seeds {', '.join(map(str, reg.seeds))}; runs read "
-        f"from `{pilot.results}/`). The rules are the claims page's, registered for this world in "
-        f"experiments/{FILE} ({reg.registered.stamp}), with one change: a run's length arm of instability is its "
-        "last 10%'s mean grown at least halfway from its first 10%'s mean to the cap. A setting's missing seeds are "
-        "named under Missing; a verdict is read at the seeds every setting of its rule has.",
+        "The same claims on a second tiny world whose responses are hundreds of tokens, one registered grid a pairing. "
+        "The rules are the claims page's, registered for this world in experiments/registration_long*.yaml before "
+        "each grid's runs, with one change: a run's length arm of instability is its last 10%'s mean grown at least "
+        "halfway from its first 10%'s mean to the cap. A setting's missing seeds are named under Missing; a verdict "
+        "is read at the seeds every setting of its rule has.",
+    ]
+    for pilot, world4 in pilots:
+        lines += ["", *pairing_lines(pilot, world4)]
+    return lines
+
+
+def pairing_lines(pilot: LongPilot, world4: dict[str, World4]) -> list[str]:
+    """One registration's part of the World 5 section (anchor world-5-<grid>)."""
+    reg = pilot.registration
+    lines = [
+        f'<a id="world-5-{reg.grid}"></a>',
+        "",
+        f"### {pilot_heading(pilot)}",
+        "",
+        f"Profile `{reg.profile}`, registered seeds {', '.join(map(str, reg.seeds))}; runs read from "
+        f"`{pilot.results}/`.",
         "",
     ]
     lines += side_by_side(pilot, world4)
     families = pilot_family(pilot)
     for c in pilot.claims:
         rule = reg.rules[f"claim_{c.key}"]
-        lines += ["", f"### World 5, claim {c.key}: {c.title}", "", f"**Rule (registered).** {rule}"]
+        lines += ["", f"#### World 5, {pilot.pairing_title}, claim {c.key}: {c.title}", ""]
+        lines += [f"**Rule (registered).** {rule}"]
         lines += ["", "**Evidence.**", ""]
         for intro, header, table_rows in c.section.tables:
             header, table_rows = expand(header, table_rows, families)

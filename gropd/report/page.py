@@ -25,7 +25,7 @@ from gropd.report.claims import REGISTERED_COLUMNS, SUMMARY, Claims, Judged, Reg
 from gropd.report.evidence import Evidence
 from gropd.report.figures import DRAWS, Drawing
 from gropd.report.formats import Cell, Table, missing_block
-from gropd.report.long_horizon import both_worlds, horizon_question
+from gropd.report.long_horizon import both_worlds, horizon_question, pilot_heading
 from gropd.report.publish import Artefact
 from gropd.report.stats import CONVENTION, UNPAIRED
 
@@ -159,20 +159,21 @@ def claims_table(artefact: Artefact) -> str:
 
 
 def long_horizon_section(claims: Claims) -> str:
-    """World 5 beside this page's world (long_horizon.both_worlds), linking the claims page's section ('' without a
-    registered pilot)."""
-    if claims.long is None:
-        return ""
-    pilot, world4 = claims.long
-    intro = (
-        f"Claims 1, 4 and 5 on the long-horizon twin (grid <code>{esc(pilot.registration.grid)}</code>, runs read "
-        f"from <code>{esc(pilot.results)}/</code>), by the rules registered before its runs. Evidence: "
-        '<a href="claims.md#world-5">claims.md, World 5</a>.'
-    )
-    header, rows = both_worlds(*claims.long)
-    body = f"<p>{intro}</p>\n" + grid(header, rows, labels=len(header))
-    body += f"<p>{inline(horizon_question(pilot, world4))}</p>\n"
-    return section("world-5", "World 5: the long horizon", body, level=2)
+    """World 5 beside this page's world (long_horizon.both_worlds), a table per registered pairing, each linking the
+    claims page's section ('' without a registered grid)."""
+    body = ""
+    for pilot, world4 in claims.long:
+        keys = ", ".join(c.key for c in pilot.claims)
+        intro = (
+            f"{esc(pilot_heading(pilot))}: claims {keys} on the long-horizon twin (runs read from "
+            f"<code>{esc(pilot.results)}/</code>), by the rules registered before its runs. Evidence: "
+            f'<a href="claims.md#world-5-{esc(pilot.registration.grid)}">claims.md, World 5</a>.'
+        )
+        header, rows = both_worlds(pilot, world4)
+        body += f"<p>{intro}</p>\n" + grid(header, rows, labels=len(header))
+        question = horizon_question(pilot, world4)
+        body += f"<p>{inline(question)}</p>\n" if question else ""
+    return section("world-5", "World 5: the long horizon", body, level=2) if body else ""
 
 
 def claim_section(index: int, j: Judged, drawings: list[Artefact], registered: Registered | None = None) -> str:
