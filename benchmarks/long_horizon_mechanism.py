@@ -18,6 +18,9 @@ It prints one JSON object:
                          wrong, would on balance raise it: token-level OPD's A_t = f_t pushes those tokens up, and a
                          sequence score that starts after the error credits it), and the share of their post-error
                          tokens with f_t > 0; with f at the erring token itself (f_d) for contrast
+    ends                 where the feedback's mass lies: the share of Σ|f_t| (all responses) on each response's
+                         first token and on its last (the stop token), and the mean f there; a teacher that expects
+                         another format (a thinking teacher scoring a base student) puts its disagreement there
 
 Ours (the paper names the mechanism, "omits the effects of earlier actions on subsequent feedback", without a
 measure of it); experiments/TINY.md, World 5, has the numbers.
@@ -74,6 +77,7 @@ def measure(run: Path, experiments: Path = Path("experiments")) -> dict:
     )
     horizon = json.loads((run / "horizon.json").read_text())
     lengths, post_sums, post_tokens, at_error, early, wrong = [], [], [], [], 0, 0
+    firsts, lasts, mass = [], [], 0.0
     for step, questions in enumerate(batch_questions(config, experiments), 1):
         batch = torch.load(run / "batches" / f"step_{step}_rank0.pt", weights_only=True)
         G = batch["group_size"]
@@ -85,6 +89,10 @@ def measure(run: Path, experiments: Path = Path("experiments")) -> dict:
             reference = tokenizer(target, add_special_tokens=False)["input_ids"]
             length = int(batch["mask"][row].sum())
             lengths.append(length)
+            f = batch["f"][row, :length].double()
+            firsts.append(float(f[0]))
+            lasts.append(float(f[-1]))
+            mass += float(f.abs().sum())
             if bool(batch["correct"][row]):
                 continue
             wrong += 1
@@ -92,7 +100,6 @@ def measure(run: Path, experiments: Path = Path("experiments")) -> dict:
             if d is None or d > len(reference) / 3 or d >= length:
                 continue
             early += 1
-            f = batch["f"][row, :length].double()
             at_error.append(float(f[d]))
             post_sums.append(float(f[d + 1 :].sum()))
             post_tokens += f[d + 1 :].tolist()
@@ -115,6 +122,12 @@ def measure(run: Path, experiments: Path = Path("experiments")) -> dict:
             else None,
             "mean_post_error_sum": round(statistics.mean(post_sums), 3) if post_sums else None,
             "mean_f_at_error": round(statistics.mean(at_error), 3) if at_error else None,
+        },
+        "ends": {
+            "share_abs_f_first_token": round(sum(map(abs, firsts)) / mass, 4),
+            "share_abs_f_last_token": round(sum(map(abs, lasts)) / mass, 4),
+            "mean_f_first_token": round(statistics.mean(firsts), 3),
+            "mean_f_last_token": round(statistics.mean(lasts), 3),
         },
     }
 
