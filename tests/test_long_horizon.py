@@ -235,6 +235,10 @@ def test_the_cross_pattern_grid_reads_claim_3_beside_the_pilot(tmp_path):
     text = claims(evidence(tmp_path)).files["claims.md"]
     assert text.index('<a id="world-5-long_pilot">') < text.index('<a id="world-5-long_cross">')
     assert "#### World 5, I4think→B1.7, claim 3: Vanilla OPD collapses under mismatched thinking patterns" in text
+    assert (  # the rule function that decides, beside the registered wording (report.yaml's, its instability arm aside)
+        "**Rule applied** (the claims page's `unstable_vs_stable`, instability as registered): Per pairing: reproduced "
+        "when vanilla OPD is unstable and GR-OPD (gropd.lam=0.0, gropd.gamma=0.99) stable." in text
+    )
     del cross["registered"]
     dump(exp / "registration_long_cross.yaml", cross | {"results": "long"})
     undated = judge_long(exp, tmp_path)[1].claims[0].rules_before_runs

@@ -21,26 +21,12 @@ from gropd.report.formats import Cell, missing_block, pipe_table
 from gropd.report.long_horizon import LongPilot, World4, difference, judge_long, long_lines, mean_response_tokens
 from gropd.report.publish import Artefact
 from gropd.report.registered import first_started, seeds_of, set_after
-from gropd.report.rules import RULE_FUNCTIONS, Section, describe, limits
+from gropd.report.rules import RULE_FUNCTIONS, Section, wording
 from gropd.report.settings import ClaimSettings
 from gropd.report.stats import CONVENTION, UNPAIRED
 from gropd.report.verdicts import REPRODUCED, Verdict
 
 __all__ = ["RULE_FUNCTIONS", "Claims", "Judged", "Registered", "claims", "judge"]
-
-
-def wording(ev: Evidence, name: str, key: str, compare: list[dict[str, Any]] = ()) -> str:
-    """The wording of rule `name` (report.yaml `rules`), its {thresholds}, {first} and {second} filled in."""
-    try:
-        values = verdicts.wording_values(limits(ev))
-        unstable = ev.report.rules.get("unstable", "").format(**values)
-        first, second = (*map(describe, compare), "", "")[:2]
-        return ev.report.rules[name].format(**values, unstable=unstable, first=first, second=second)
-    except KeyError as err:
-        problem = f"no wording for rule {name!r} in `rules`, or it names {err}, not a threshold"
-        raise ConfigError(
-            str(ev.experiments_dir / "report.yaml"), key, problem, ", ".join(verdicts.wording_values(limits(ev)))
-        ) from None
 
 
 SUMMARY = ["claim", "verdict", "why"]  # the summary table's columns, then the verdict after Holm

@@ -28,7 +28,7 @@ from gropd.report.families import DESCRIBED, Comparison, Families, expand
 from gropd.report.formats import Cell, missing_block, pipe_table
 from gropd.report.registered import seeds_of, set_after
 from gropd.report.registration import Dated
-from gropd.report.rules import RULE_FUNCTIONS, Row, Section, chosen, macros
+from gropd.report.rules import RULE_FUNCTIONS, Row, Section, chosen, macros, wording
 from gropd.report.settings import ClaimSettings, load_settings
 from gropd.report.stats import paired
 from gropd.report.verdicts import Verdict, combine, comparison
@@ -99,6 +99,7 @@ class LongClaim:
     section: Section
     verdict: Verdict
     rules_before_runs: str  # 'yes: …' or 'no: …', the registration's date against the first run it reads
+    applied: str  # the claims page's rule that decides (report.yaml `rules`; the instability rule: the registration's)
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,8 @@ def judge_registration(path: Path, root: Path) -> LongPilot:
         cells = list(section.cells.values())
         verdict = cells[0] if len(cells) == 1 else combine(section.cells)  # (one pairing: its cell says why)
         before = registered_before(path.name, reg, ev, key, rule, section.runs)
-        judged.append(LongClaim(key, claim.title, section, verdict, before))
+        applied = wording(ev, rule, f"rules.claim_{key}", claim.compare, unstable="").strip()
+        judged.append(LongClaim(key, claim.title, section, verdict, before, applied))
     runs = {run.run_id: run for c in judged for run in c.section.runs}.values()
     tokens = mean_response_tokens(list(runs), list(ev.suites))
     return LongPilot(path.name, reg, ev.profile_results, ev.title(reg.pairing), judged, tokens)
@@ -301,6 +303,8 @@ def pairing_lines(pilot: LongPilot, world4: dict[str, World4]) -> list[str]:
         rule = reg.rules[f"claim_{c.key}"]
         lines += ["", f"#### World 5, {pilot.pairing_title}, claim {c.key}: {c.title}", ""]
         lines += [f"**Rule (registered).** {rule}"]
+        function = CLAIMS[c.key][0]
+        lines += ["", f"**Rule applied** (the claims page's `{function}`, instability as registered): {c.applied}"]
         lines += ["", "**Evidence.**", ""]
         for intro, header, table_rows in c.section.tables:
             header, table_rows = expand(header, table_rows, families)

@@ -13,6 +13,7 @@ from functools import reduce
 from itertools import combinations, product
 from typing import Any
 
+from gropd.config.errors import ConfigError
 from gropd.credit import METHODS
 from gropd.report import verdicts
 from gropd.report.evidence import Evidence, Run, Setting, num
@@ -181,6 +182,22 @@ def broken(*settings: Setting) -> Verdict | None:
     verdict is refused, not made from the other seeds, which could be any subset a damaged file leaves."""
     ids = [run.run_id for s in settings for run in s.seeds().values() if run.state == "broken"]
     return Verdict(NOT_TESTED, f"the record of {', '.join(ids)} is broken (see Missing)") if ids else None
+
+
+def wording(ev: Evidence, name: str, key: str, compare: list[dict[str, Any]] = (), unstable: str | None = None) -> str:
+    """The wording of rule `name` (report.yaml `rules`), its {thresholds}, {first} and {second} filled in; {unstable}
+    is report.yaml's `unstable` paragraph unless `unstable` replaces it (World 5 registers its own)."""
+    try:
+        values = verdicts.wording_values(limits(ev))
+        if unstable is None:
+            unstable = ev.report.rules.get("unstable", "").format(**values)
+        first, second = (*map(describe, compare), "", "")[:2]
+        return ev.report.rules[name].format(**values, unstable=unstable, first=first, second=second)
+    except KeyError as err:
+        problem = f"no wording for rule {name!r} in `rules`, or it names {err}, not a threshold"
+        raise ConfigError(
+            str(ev.experiments_dir / "report.yaml"), key, problem, ", ".join(verdicts.wording_values(limits(ev)))
+        ) from None
 
 
 def describe(selector: dict[str, Any]) -> str:
