@@ -100,14 +100,29 @@ def long_world(root: Path) -> Path:
     return exp
 
 
-def pilot_run(root: Path, setting: str, seed: int, macro: float, length: tuple[float, float]) -> None:
-    """A finished pilot run: 10 steps whose length goes from length[0] (steps 1-9) to length[1] (step 10)."""
+def long_run(
+    root: Path,
+    run_id: str,
+    started: str,
+    macro: float,
+    length: tuple[float, float] = (330.0, 330.0),
+    collapse_step: int | None = None,
+) -> None:
+    """A world-5 run under root/long/tiny-long/ that began at `started`: finished, 10 steps whose length goes from
+    length[0] (steps 1-9) to length[1] (step 10), with Macro `macro`; or collapsed at `collapse_step`."""
+    fields = {"started": started}
+    if collapse_step is not None:
+        write_run(root / "long", "tiny-long", run_id, "collapsed", collapse_step=collapse_step, fields=fields)
+        return
     rows = metric_rows(10, verifier_reward=0.3, mean_response_len=[length[0]] * 9 + [length[1]])
     summary = {"model": "m", "mode": "default", "suites": {"chain": macro_summary(macro)["suites"]["sub"]}}
     summary["suites"]["chain"]["mean_tokens"] = 330.0
-    started = {"started": f"2026-12-07T03:{seed:02d}:00+00:00"}
-    run_id = seeded(f"long_pilot__B4-B1.7__{setting}", seed)
-    write_run(root / "long", "tiny-long", run_id, metrics=rows, eval_summary=summary, fields=started)
+    write_run(root / "long", "tiny-long", run_id, metrics=rows, eval_summary=summary, fields=fields)
+
+
+def pilot_run(root: Path, setting: str, seed: int, macro: float, length: tuple[float, float]) -> None:
+    """A finished run of the pilot's grid (started at 03:<seed> UTC, after its registration)."""
+    long_run(root, seeded(f"long_pilot__B4-B1.7__{setting}", seed), f"2026-12-07T03:{seed:02d}:00+00:00", macro, length)
 
 
 def test_claims_1_4_and_5_on_pilot_runs_by_the_registered_rules(tmp_path):
@@ -202,15 +217,9 @@ def test_the_claims_page_and_its_html_page_show_world_5_beside_world_4(tmp_path)
 
 
 def cross_run(root: Path, setting: str, seed: int, macro: float, collapse_step: int | None = None) -> None:
-    """A run of the cross-pattern grid: finished at 10 steps (reward 0.3, length 330 throughout), or collapsed."""
+    """A run of the cross-pattern grid (started at 13:<seed> UTC): finished (length 330 throughout), or collapsed."""
     run_id = seeded(f"long_cross__I4think-B1.7__{setting}", seed)
-    started = {"started": f"2026-12-07T13:{seed:02d}:00+00:00"}
-    if collapse_step is not None:
-        write_run(root / "long", "tiny-long", run_id, "collapsed", collapse_step=collapse_step, fields=started)
-        return
-    rows = metric_rows(10, verifier_reward=0.3, mean_response_len=[330.0] * 10)
-    summary = {"model": "m", "mode": "default", "suites": {"chain": macro_summary(macro)["suites"]["sub"]}}
-    write_run(root / "long", "tiny-long", run_id, metrics=rows, eval_summary=summary, fields=started)
+    long_run(root, run_id, f"2026-12-07T13:{seed:02d}:00+00:00", macro, collapse_step=collapse_step)
 
 
 def test_the_cross_pattern_grid_reads_claim_3_beside_the_pilot(tmp_path):
