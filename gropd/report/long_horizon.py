@@ -29,7 +29,7 @@ from gropd.report.formats import Cell, missing_block, pipe_table
 from gropd.report.registered import seeds_of, set_after
 from gropd.report.registration import Dated
 from gropd.report.rules import RULE_FUNCTIONS, Row, Section, chosen, macros, wording
-from gropd.report.settings import ClaimSettings, load_settings
+from gropd.report.settings import ClaimSettings, ReportSettings, load_settings
 from gropd.report.stats import paired
 from gropd.report.verdicts import Verdict, combine, comparison
 
@@ -157,13 +157,17 @@ def controls(
 def judge_long(experiments_dir: Path, root: Path) -> list[LongPilot]:
     """World 5's claims judged, a registration file at a time, from the results directory each names, under `root`
     ([]: no registration in experiments_dir)."""
-    return [judge_registration(path, root) for path in registration_files(experiments_dir)]
-
-
-def judge_registration(path: Path, root: Path) -> LongPilot:
-    """The claims one registration file judges, from the results directory it names, under `root`."""
-    reg, experiments_dir = load_long_registration(path), path.parent
+    files = registration_files(experiments_dir)
+    if not files:
+        return []
     settings = load_settings(experiments_dir / "report.yaml")
+    return [judge_registration(path, root, settings) for path in files]
+
+
+def judge_registration(path: Path, root: Path, settings: ReportSettings) -> LongPilot:
+    """The claims one registration file judges (by the report settings of the experiments/ it sits in), from the
+    results directory it names, under `root`."""
+    reg, experiments_dir = load_long_registration(path), path.parent
     ev = Evidence(reg.profile, root / reg.results, experiments_dir, settings, halfway=True)
     titles = {claim.key: claim.title for claim in settings.claims}
     judged = []
